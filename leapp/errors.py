@@ -1,0 +1,57 @@
+"""The exceptions raised by leapp.
+
+Every message says what happened, where (the node, tensor, file or the user's source line) and
+what to do next. Catch :class:`LeappError` to handle all of them.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "LeappError",
+    "SessionError",
+    "TraceError",
+    "GraphError",
+    "ExportError",
+    "SpecError",
+    "ValidationError",
+    "PipelineError",
+]
+
+
+class LeappError(Exception):
+    """Base class of every error leapp raises on purpose."""
+
+
+class SessionError(LeappError):
+    """The tracing session was used out of order (compile before stop, node left open, ...)."""
+
+
+class TraceError(LeappError):
+    """User code did something that cannot be recorded faithfully into a graph."""
+
+
+class GraphError(LeappError):
+    """The recorded pipeline is inconsistent (duplicate names, mismatched edges, ...)."""
+
+
+class ExportError(LeappError):
+    """A node could not be written as the requested artifact."""
+
+
+class SpecError(LeappError):
+    """A spec file or export folder is missing, malformed, or fails its checksums.
+
+    ``problems`` lists every finding as ``"<yaml path>: <what is wrong>"``.
+    """
+
+    def __init__(self, message: str, problems: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.problems = tuple(problems)
+
+
+class ValidationError(LeappError):
+    """An exported artifact does not reproduce the values captured while tracing."""
+
+
+class PipelineError(LeappError):
+    """The reference runtime was given inputs it cannot run (missing, wrong shape or dtype)."""
