@@ -1,0 +1,208 @@
+"""``leapp.compile_graph``: turn a stopped session into an export folder.
+
+For every node, in the order the nodes completed: build its export graph, write its artifact;
+then wire the edges, write ``<name>_examples.safetensors`` and ``<name>.yaml``, and re-run every
+artifact on the captured examples.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from leapp.errors import GraphError, SpecError
+from leapp.graph import ExportGraph, export_graph, recorded_graph
+from leapp.session import GraphConfigs, Session
+from leapp.trace import NodeTrace
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CompiledPipeline", "compile_session"]
+
+
+@dataclass(frozen=True)
+class CompiledPipeline:
+    """What ``compile_graph`` produced: the spec (with its path), graphs, validation report."""
+
+    spec: Any  # leapp.spec.Spec
+    graphs: Mapping[str, fx.GraphModule]  # as recorded (pruned), for reading
+    report: Any = None  # leapp.validation.ValidationReport, when validated
+    timings: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return self.spec.path
+
+
+def compile_session(
+    session: Session,
+    *,
+    validate: bool,
+    rtol: float,
+    atol: float,
+    strict: bool,
+    graph_configs: GraphConfigs | Mapping[str, Any] | None,
+) -> CompiledPipeline:
+    from leapp import examples as example_file
+    from leapp import spec as spec_module
+    from leapp.export import export_node
+
+    started = time.perf_counter()
+    if not session.order:
+        raise GraphError(
+            f"pipeline {session.name!r} recorded no nodes: annotate at least one node between "
+            "leapp.start() and leapp.stop()."
+        )
+    directory = session.save_path / session.name
+    directory.mkdir(parents=True, exist_ok=True)
+    _remove_previous_export(directory, session.name)
+
+    firsts = {node: session.runs[node][0] for node in session.order}
+    graphs = {node: export_graph(trace) for node, trace in firsts.items()}
+    models, timings = [], {}
+    for node, trace in firsts.items():
+        began = time.perf_counter()
+        prepared = graphs[node]
+        artifact = export_node(
+            prepared.module,
+            prepared.example_inputs,
+            node=node,
+            input_names=prepared.inputs,
+            output_names=prepared.outputs,
+            backend=trace.export_with,
+            directory=directory,
+        )
+        timings[node] = time.perf_counter() - began
+        logger.info("node %r: exported with %s in %.3f s", node, artifact.backend, timings[node])
+        models.append(_model_spec(spec_module, trace, prepared, artifact, directory))
+
+    pipeline = _pipeline_spec(spec_module, session, firsts, graphs, graph_configs)
+    samples = {
+        node: [_sample(example_file, run, graphs[node]) for run in session.runs[node]]
+        for node in session.order
+    }
+    example_file.save_examples(directory / pipeline.examples, samples)
+    spec = spec_module.Spec(
+        name=session.name,
+        models=tuple(models),
+        pipeline=pipeline,
+        system=spec_module.system_information(),
+    )
+    spec = spec_module.dump(spec, directory / f"{session.name}.yaml")
+    timings["export"] = time.perf_counter() - started
+
+    report = None
+    if validate:
+        from leapp.validation import validate_export
+
+        report = validate_export(spec, rtol=rtol, atol=atol)
+        if strict:
+            report.raise_for_failures()
+        for failure in report.failures:
+            logger.warning("validation: %s", failure)
+    timings["total"] = time.perf_counter() - started
+    recorded = {node: recorded_graph(trace) for node, trace in firsts.items()}
+    return CompiledPipeline(spec=spec, graphs=recorded, report=report, timings=timings)
+
+
+def _model_spec(spec_module, trace: NodeTrace, prepared: ExportGraph, artifact, directory: Path):
+    md5 = sha256 = None
+    if artifact.model_path is not None:
+        md5, sha256 = spec_module.file_checksums(directory / artifact.model_path)
+    return spec_module.ModelSpec(
+        name=trace.node,
+        inputs=tuple(_port(spec_module, n, trace.input_examples[n]) for n in prepared.inputs),
+        outputs=tuple(_port(spec_module, n, trace.output_examples[n]) for n in prepared.outputs),
+        parameters=spec_module.ModelParameters(
+            model_path=artifact.model_path,
+            md5sum=md5,
+            sha256sum=sha256,
+            backend=artifact.backend,
+            warp_segments=0,
+            opset_version=artifact.opset_version,
+            torch_version=artifact.torch_version,
+        ),
+    )
+
+
+def _port(spec_module, name: str, example: torch.Tensor):
+    return spec_module.TensorSpec(
+        name=name, dtype=str(example.dtype).removeprefix("torch."), shape=tuple(example.shape)
+    )
+
+
+def _pipeline_spec(spec_module, session, firsts, graphs, graph_configs):
+    data_flow: dict[str, list[str]] = {}
+    inputs: dict[str, list[str]] = {}
+    consumed: set[str] = set()
+    for node, trace in firsts.items():
+        for port in graphs[node].inputs:
+            source = trace.input_sources[port]
+            if source is None:
+                inputs.setdefault(node, []).append(port)
+                continue
+            _check_edge(firsts[source.node], source.port, trace, port)
+            data_flow.setdefault(source.key, []).append(f"{node}/{port}")
+            consumed.add(source.key)
+    outputs = {
+        node: [p for p in graphs[node].outputs if f"{node}/{p}" not in consumed]
+        for node in firsts
+    }
+    if isinstance(graph_configs, GraphConfigs):
+        configs = graph_configs.as_dict()
+    else:
+        configs = dict(graph_configs or {})
+    return spec_module.PipelineSpec(
+        data_flow={k: tuple(v) for k, v in data_flow.items()},
+        feedback_flow={},
+        inputs={k: tuple(v) for k, v in inputs.items()},
+        outputs={k: tuple(v) for k, v in outputs.items() if v},
+        examples=f"{session.name}_examples.safetensors",
+        configs=configs,
+    )
+
+
+def _check_edge(producer: NodeTrace, out_port: str, consumer: NodeTrace, in_port: str) -> None:
+    out = producer.output_examples[out_port]
+    into = consumer.input_examples[in_port]
+    if tuple(out.shape) != tuple(into.shape) or out.dtype != into.dtype:
+        raise GraphError(
+            f"edge {producer.node}/{out_port} -> {consumer.node}/{in_port}: the output is "
+            f"{out.dtype} {list(out.shape)} but the input is {into.dtype} {list(into.shape)}; "
+            "make both ends agree."
+        )
+
+
+def _sample(example_file, run: NodeTrace, prepared: ExportGraph):
+    return example_file.NodeSample(
+        inputs={name: run.input_examples[name] for name in prepared.inputs},
+        outputs={name: run.output_examples[name] for name in prepared.outputs},
+    )
+
+
+def _remove_previous_export(directory: Path, name: str) -> None:
+    """Delete the files an earlier export of this pipeline wrote, so none go stale."""
+    from leapp import spec as spec_module
+
+    yaml_path = directory / f"{name}.yaml"
+    if not yaml_path.exists():
+        return
+    try:
+        old = spec_module.load(yaml_path, verify_checksums=False)
+    except SpecError:
+        logger.warning("replacing unreadable spec %s", yaml_path)
+        yaml_path.unlink()
+        return
+    names = [m.parameters.model_path for m in old.models]
+    names += [old.pipeline.initial_values, old.pipeline.examples, yaml_path.name]
+    for file_name in filter(None, names):
+        target = directory / file_name
+        if target.parent == directory and target.is_file():
+            target.unlink()

@@ -1,0 +1,139 @@
+"""From a recorded node trace to the graph that gets exported, and how graphs are printed.
+
+- :func:`recorded_graph` is the graph as recorded (dead code pruned when that is safe), for
+  people to read: it prints like the listing in the seed document.
+- :func:`export_graph` is what the exporters receive: a pure GraphModule (in-place operations
+  functionalized), dead code pruned, unused inputs dropped, placeholders named after the ports.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from leapp.operation import qualified_name
+from leapp.trace import NodeTrace
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ExportGraph", "export_graph", "format_graph", "recorded_graph"]
+
+
+@dataclass(frozen=True)
+class ExportGraph:
+    """A node's graph ready for an exporter, with the ports it kept."""
+
+    module: fx.GraphModule
+    inputs: tuple[str, ...]
+    dropped_inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    example_inputs: tuple[torch.Tensor, ...]
+
+
+def recorded_graph(trace: NodeTrace) -> fx.GraphModule:
+    """The recorded graph, with code that feeds no output removed (when nothing mutates)."""
+    module = trace.graph_module()
+    if not trace.mutates:
+        module.graph.eliminate_dead_code()
+        module.recompile()
+    return module
+
+
+def export_graph(trace: NodeTrace) -> ExportGraph:
+    """A pure, pruned GraphModule for ``trace`` and the input ports it still uses."""
+    module = trace.graph_module()
+    examples = tuple(trace.input_examples[name] for name in trace.inputs)
+    if trace.mutates:
+        module = _functionalize(module, examples, list(trace.inputs))
+    graph = module.graph
+    graph.eliminate_dead_code()
+    kept, dropped = [], []
+    for node in list(graph.nodes):
+        if node.op != "placeholder":
+            continue
+        if node.users:
+            kept.append(node.target)
+        else:
+            dropped.append(node.target)
+            graph.erase_node(node)
+    for name in dropped:
+        logger.info(
+            "node %r: input %r does not contribute to any output; it is dropped from the export",
+            trace.node,
+            name,
+        )
+    graph.lint()
+    module = fx.GraphModule(module, graph, class_name=module.__class__.__name__)
+    return ExportGraph(
+        module=module,
+        inputs=tuple(kept),
+        dropped_inputs=tuple(dropped),
+        outputs=tuple(trace.outputs),
+        example_inputs=tuple(trace.input_examples[name] for name in kept),
+    )
+
+
+def _functionalize(
+    module: fx.GraphModule, examples: tuple[torch.Tensor, ...], names: list[str]
+) -> fx.GraphModule:
+    """Rewrite in-place operations and writes through views as pure operations."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.func import functionalize
+
+    with torch.no_grad():
+        pure = make_fx(functionalize(module, remove="mutations"))(*[e.clone() for e in examples])
+    graph = pure.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    for node in list(graph.nodes):
+        # functionalize writes mutated inputs back with copy_; artifacts never mutate inputs.
+        if node.target is torch.ops.aten.copy_.default and node.args[0] in placeholders:
+            if not node.users:
+                graph.erase_node(node)
+    for node, name in zip(placeholders, names):
+        node.target = name
+        node.name = name
+    pure.recompile()
+    return pure
+
+
+def format_graph(graph: fx.Graph | fx.GraphModule) -> str:
+    """Print ``graph`` one node per line, aligned, as in the seed document's listing."""
+    if isinstance(graph, fx.GraphModule):
+        graph = graph.graph
+    nodes = list(graph.nodes)
+    width = max((len(n.name) + 1 for n in nodes if n.op != "output"), default=0)
+    lines = []
+    for node in nodes:
+        if node.op == "output":
+            lines.append(f"return {_format_arg(node.args[0], bare=True)}")
+            continue
+        left = f"%{node.name}".ljust(width)
+        target = node.target if isinstance(node.target, str) else qualified_name(node.target)
+        line = f"{left} = {node.op}[target={target}]"
+        if node.op in ("call_function", "call_method", "call_module"):
+            line += f"(args = {_format_arg(tuple(node.args))}"
+            if node.kwargs:
+                line += f", kwargs = {_format_arg(dict(node.kwargs))}"
+            line += ")"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _format_arg(value: Any, bare: bool = False) -> str:
+    if isinstance(value, fx.Node):
+        return value.name if bare else f"%{value.name}"
+    if isinstance(value, tuple):
+        items = [_format_arg(v, bare) for v in value]
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    if isinstance(value, list):
+        return f"[{', '.join(_format_arg(v, bare) for v in value)}]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_format_arg(v, bare)}" for k, v in value.items()) + "}"
+    if value is operator.getitem:
+        return "operator.getitem"
+    return repr(value)

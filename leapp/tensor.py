@@ -1,0 +1,74 @@
+"""TracedTensor: a torch.Tensor that records what is done to it.
+
+A :class:`TracedTensor` shares storage with the tensor handed to ``annotate.input_tensors`` (same
+``data_ptr()``). Every torch operation on it runs eagerly, exactly as on a plain tensor, and is
+also recorded into the ``torch.fx`` graph of the pipeline node that owns it. The recording itself
+lives in :mod:`leapp.trace`; this module only hooks the documented ``__torch_function__``
+protocol.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from torch.fx import Node
+
+    from leapp.trace import NodeTrace
+
+__all__ = ["TracedTensor", "wrap", "trace_of"]
+
+
+class TracedTensor(torch.Tensor):
+    """A tensor owned by one run of one pipeline node.
+
+    ``_leapp_trace`` is the :class:`~leapp.trace.NodeTrace` that records operations on it and
+    ``_leapp_node`` the ``torch.fx`` node that produced its current value.
+    """
+
+    _leapp_trace: NodeTrace | None
+    _leapp_node: Node | None
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        from leapp.trace import dispatch
+
+        return dispatch(func, types, args, kwargs or {})
+
+    def __repr__(self, *, tensor_contents=None) -> str:
+        with torch._C.DisableTorchFunctionSubclass():
+            text = torch.Tensor.__repr__(self)
+        trace = getattr(self, "_leapp_trace", None)
+        owner = f", node={trace.node!r}" if trace is not None else ""
+        return f"TracedTensor({text}{owner})"
+
+
+def wrap(value: torch.Tensor, trace: NodeTrace, node: Node) -> TracedTensor:
+    """Return a TracedTensor sharing ``value``'s storage, recorded as ``node`` of ``trace``."""
+    with torch._C.DisableTorchFunctionSubclass():
+        traced = value.as_subclass(TracedTensor)
+    traced._leapp_trace = trace
+    traced._leapp_node = node
+    return traced
+
+
+def adopt(value: torch.Tensor, trace: NodeTrace, node: Node) -> TracedTensor:
+    """Turn a plain tensor object into a TracedTensor in place (same Python object).
+
+    Used when traced values are written into a tensor that was created inside the node without
+    tracing (``buf = torch.zeros(9); buf[:6] = state``): every later use of ``buf`` must see the
+    recorded value, so the object itself starts recording.
+    """
+    value.__class__ = TracedTensor
+    value._leapp_trace = trace
+    value._leapp_node = node
+    return value  # type: ignore[return-value]
+
+
+def trace_of(value: Any) -> NodeTrace | None:
+    """The trace that owns ``value``, or None for anything that is not a TracedTensor."""
+    if isinstance(value, TracedTensor):
+        return getattr(value, "_leapp_trace", None)
+    return None

@@ -1,0 +1,283 @@
+"""Recording torch operations on TracedTensors into one node's ``torch.fx`` graph.
+
+One :class:`NodeTrace` is one run of one pipeline node: it opens at ``annotate.input_tensors``
+and closes at ``annotate.output_tensors``. :func:`dispatch` is what ``TracedTensor`` hands every
+torch call to: it runs the call eagerly and records it, under its own torch name, into the trace
+that owns the traced arguments.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx as fx
+from torch.utils import _pytree as pytree
+
+from leapp.errors import TraceError
+from leapp.location import user_location
+from leapp.operation import NUMBER_HINT, Operation, describe
+from leapp.tensor import TracedTensor, adopt, trace_of, wrap
+
+if TYPE_CHECKING:
+    from leapp.session import Session
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["NodeTrace", "PortSource", "dispatch"]
+
+
+@dataclass(frozen=True)
+class PortSource:
+    """The published output a node input was fed from: ``<node>/<port>`` of a given run."""
+
+    node: str
+    port: str
+    run: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.node}/{self.port}"
+
+
+class NodeTrace:
+    """The recording of one run of one pipeline node."""
+
+    def __init__(self, session: Session, node: str, run: int, location: str):
+        self.session = session
+        self.node = node
+        self.run = run
+        self.location = location
+        self.graph = fx.Graph()
+        self.root = torch.nn.Module()
+        self.closed = False
+        self.mutates = False  # an in-place operation was recorded: export must functionalize
+        self.inputs: dict[str, fx.Node] = {}
+        self.input_examples: dict[str, torch.Tensor] = {}
+        self.input_sources: dict[str, PortSource | None] = {}
+        self.outputs: dict[str, fx.Node] = {}
+        self.output_examples: dict[str, torch.Tensor] = {}
+        self.output_values: dict[str, torch.Tensor] = {}
+        self.export_with: Any = None
+        self._constants: dict[tuple[int, int], tuple[torch.Tensor, fx.Node]] = {}
+        self._adopted: list[torch.Tensor] = []
+
+    # ----------------------------------------------------------------- inputs and constants
+    def add_input(self, name: str, value: torch.Tensor, source: PortSource | None) -> TracedTensor:
+        """Declare input port ``name`` and return the traced value that stands for it."""
+        first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+        if first is None:
+            placeholder = self.graph.placeholder(name)
+        else:
+            with self.graph.inserting_before(first):
+                placeholder = self.graph.placeholder(name)
+        placeholder.meta["leapp_port"] = name
+        placeholder.meta["example_value"] = _example_of(value)
+        self.inputs[name] = placeholder
+        self.input_examples[name] = _snapshot(value)
+        self.input_sources[name] = source
+        return wrap(_plain(value), self, placeholder)
+
+    def constant(self, value: torch.Tensor) -> fx.Node:
+        """The get_attr node that freezes ``value`` (a tensor that was never traced)."""
+        key = (id(value), value._version)
+        if key in self._constants:
+            return self._constants[key][1]
+        name = f"_tensor_constant{len(self._constants)}"
+        setattr(self.root, name, _snapshot(value))
+        node = self.graph.get_attr(name)
+        node.meta["example_value"] = _example_of(value)
+        self._constants[key] = (value, node)  # keep the object alive so its id stays unique
+        return node
+
+    def argument(self, value: Any) -> Any:
+        """Map one (possibly nested) call argument to what the fx graph records for it."""
+
+        def convert(leaf: Any) -> Any:
+            if isinstance(leaf, TracedTensor):
+                return leaf._leapp_node
+            if isinstance(leaf, torch.Tensor):
+                return self.constant(leaf)
+            return leaf
+
+        return pytree.tree_map(convert, value)
+
+    # ----------------------------------------------------------------------- recording
+    def record(self, op: Operation, args: tuple, kwargs: dict) -> fx.Node:
+        """Append one call to the graph; ``args`` may hold tensors, traced or not."""
+        if op.kind == "call_method":
+            node = self.graph.call_method(op.target, self.argument(args), self.argument(kwargs))
+        else:
+            node = self.graph.call_function(op.target, self.argument(args), self.argument(kwargs))
+        node.meta["leapp_location"] = user_location()
+        if op.mutates:
+            self.mutates = True
+        return node
+
+    def adopt_mutated(self, value: torch.Tensor) -> None:
+        """``value`` is a plain tensor about to receive traced data in place: start tracing it."""
+        if type(value) is not torch.Tensor:
+            raise TraceError(
+                f"node {self.node!r}: an in-place operation at {user_location()} writes traced "
+                f"values into a {type(value).__name__} that was not traced. Use the "
+                "out-of-place form (y = y + x) or build the tensor from a traced value."
+            )
+        copy = self.graph.call_function(torch.clone, (self.constant(value),))
+        adopt(value, self, copy)
+        self._adopted.append(value)
+
+    def release_adopted(self) -> None:
+        """Give tensors adopted by :meth:`adopt_mutated` back their plain class."""
+        for value in self._adopted:
+            value.__class__ = torch.Tensor
+            del value._leapp_trace, value._leapp_node
+        self._adopted.clear()
+
+    def wrap_result(self, result: Any, node: fx.Node, args: tuple) -> Any:
+        """Wrap the tensors an eager call returned so later operations on them are recorded."""
+        passthrough = {id(a) for a in args if isinstance(a, torch.Tensor)}
+        if isinstance(result, torch.Tensor):
+            if id(result) in passthrough and isinstance(result, TracedTensor):
+                return result  # in-place operation: the same object, now holding the new value
+            return wrap(result, self, node)
+        if isinstance(result, (tuple, list)) and any(isinstance(r, torch.Tensor) for r in result):
+            items = []
+            for index, item in enumerate(result):
+                if isinstance(item, torch.Tensor):
+                    element = self.graph.call_function(operator.getitem, (node, index))
+                    items.append(wrap(item, self, element))
+                else:
+                    items.append(item)
+            if isinstance(result, list):
+                return items
+            return type(result)(items) if type(result) is not tuple else tuple(items)
+        return result
+
+    def close(
+        self, outputs: dict[str, fx.Node], values: dict[str, torch.Tensor], export_with: Any
+    ) -> None:
+        """Declare the outputs (in order), end the recording and release adopted tensors."""
+        used: set[fx.Node] = set()
+        for port, node in outputs.items():
+            if node in used or node.op == "placeholder":
+                # An artifact output must be its own value: not an input, not another output.
+                node = self.graph.call_function(torch.clone, (node,))
+            used.add(node)
+            node.meta.setdefault("leapp_outputs", []).append(port)
+            self.outputs[port] = node
+            self.output_examples[port] = _snapshot(values[port])
+            self.output_values[port] = values[port]
+        results = list(self.outputs.values())
+        self.graph.output(results[0] if len(results) == 1 else tuple(results))
+        self.export_with = export_with
+        self.closed = True
+        self.release_adopted()
+
+    def graph_module(self) -> fx.GraphModule:
+        """The recorded graph as a runnable GraphModule (constants included)."""
+        return fx.GraphModule(self.root, self.graph, class_name=_class_name(self.node))
+
+
+def dispatch(func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
+    """Run one torch call eagerly and record it into the open node that owns its arguments."""
+    traces = {id(t): t for t in map(trace_of, pytree.tree_leaves((args, kwargs))) if t}
+    trace = _owning_trace(func, list(traces.values()))
+    op = describe(func, args, kwargs)
+    if trace is None or op.kind == "metadata":
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **kwargs)
+    if op.kind == "python_value":
+        return _python_value(trace, op, func, args, kwargs)
+    if op.kind == "unsupported":
+        raise TraceError(
+            f"node {trace.node!r}: {op.name} at {user_location()} cannot be recorded: {op.hint}"
+        )
+    if op.mutates and args and isinstance(args[0], torch.Tensor):
+        if not isinstance(args[0], TracedTensor):
+            trace.adopt_mutated(args[0])
+    record_args = op.rewrite_args(args) if op.rewrite_args else args
+    with torch._C.DisableTorchFunctionSubclass():
+        result = func(*args, **kwargs)
+    if isinstance(result, (bool, int, float, complex)):
+        data = Operation("python_value", func, f"{op.name}()", hint=NUMBER_HINT)
+        return _python_value(trace, data, func, args, kwargs, result)
+    node = trace.record(op, record_args, kwargs)
+    node.meta["example_value"] = _example_of(result)
+    return trace.wrap_result(result, node, args)
+
+
+def _owning_trace(func: Any, traces: list[NodeTrace]) -> NodeTrace | None:
+    """The single open trace among ``traces``; None when nothing is being recorded."""
+    live = [t for t in traces if t.session.recording]
+    if not live:
+        return None
+    open_traces = [t for t in live if not t.closed]
+    closed = [t for t in live if t.closed]
+    name = getattr(func, "__name__", repr(func))
+    if len(open_traces) > 1:
+        a, b = open_traces[0].node, open_traces[1].node
+        raise TraceError(
+            f"{name} at {user_location()} mixes values of the open nodes {a!r} and {b!r}. "
+            f"Values cross nodes only as published outputs: close {a!r} with "
+            f"annotate.output_tensors and pass the value to annotate.input_tensors({b!r}, ...)."
+        )
+    if open_traces and closed:
+        a, b = closed[0].node, open_traces[0].node
+        raise TraceError(
+            f"{name} at {user_location()} uses a value of node {a!r} (already closed) inside "
+            f"node {b!r} without declaring it: pass it through annotate.input_tensors({b!r}, "
+            "{...}) so the edge is recorded."
+        )
+    return open_traces[0] if open_traces else None
+
+
+def _python_value(trace, op, func, args, kwargs, result=None):
+    """``.item()``, ``bool()``, ``float()``... on traced data: refuse, or freeze when allowed."""
+    where = user_location()
+    if not trace.session.freeze_python_values:
+        raise TraceError(
+            f"node {trace.node!r}: {op.name} at {where} turns a traced tensor into a Python "
+            "value, which the exported graph cannot follow (the branch or number taken now "
+            f"would be baked in). {op.hint} To freeze the current value on purpose, start the "
+            "session with leapp.start(..., freeze_python_values=True)."
+        )
+    if result is None:
+        with torch._C.DisableTorchFunctionSubclass():
+            result = func(*args, **kwargs)
+    import warnings
+
+    from leapp.session import FrozenValueWarning
+
+    warnings.warn(
+        f"node {trace.node!r}: {op.name} at {where} froze a traced value as the constant "
+        f"{result!r}; the export will always use it.",
+        FrozenValueWarning,
+        stacklevel=2,
+    )
+    return result
+
+
+def _plain(value: torch.Tensor) -> torch.Tensor:
+    if isinstance(value, TracedTensor):
+        with torch._C.DisableTorchFunctionSubclass():
+            return value.as_subclass(torch.Tensor)
+    return value
+
+
+def _snapshot(value: torch.Tensor) -> torch.Tensor:
+    with torch._C.DisableTorchFunctionSubclass():
+        return value.detach().as_subclass(torch.Tensor).clone()
+
+
+def _example_of(value: Any) -> Any:
+    """Shape and dtype of a result, kept in ``node.meta`` for checks and printing."""
+    if isinstance(value, torch.Tensor):
+        return (tuple(value.shape), value.dtype)
+    return None
+
+
+def _class_name(node: str) -> str:
+    return "".join(part.capitalize() for part in node.replace("-", "_").split("_")) or "Node"
