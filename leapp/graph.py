@@ -81,12 +81,18 @@ def export_graph(trace: NodeTrace) -> ExportGraph:
 def _functionalize(
     module: fx.GraphModule, examples: tuple[torch.Tensor, ...], names: list[str]
 ) -> fx.GraphModule:
-    """Rewrite in-place operations and writes through views as pure operations."""
+    """Rewrite in-place operations and writes through views as pure aten operations.
+
+    Constants are lifted to inputs while functionalizing (a write into a copy of a constant
+    must be functionalized like any other) and turned back into constants afterwards.
+    """
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.func import functionalize
 
+    lifted, constants = _lift_constants(module)
     with torch.no_grad():
-        pure = make_fx(functionalize(module, remove="mutations"))(*[e.clone() for e in examples])
+        arguments = [e.clone() for e in examples] + [c.clone() for c in constants]
+        pure = make_fx(functionalize(lifted, remove="mutations"))(*arguments)
     graph = pure.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     for node in list(graph.nodes):
@@ -97,8 +103,35 @@ def _functionalize(
     for node, name in zip(placeholders, names):
         node.target = name
         node.name = name
+    for index, (node, value) in enumerate(zip(placeholders[len(names) :], constants)):
+        attribute = f"_lifted_constant{index}"
+        pure.register_buffer(attribute, value)
+        with graph.inserting_before(node):
+            constant = graph.get_attr(attribute)
+        node.replace_all_uses_with(constant)
+        graph.erase_node(node)
+    for node in graph.nodes:
+        # Scripting understands overload packets (aten.sub), not overloads (aten.sub.Tensor).
+        if isinstance(node.target, torch._ops.OpOverload):
+            node.target = node.target.overloadpacket
     pure.recompile()
     return pure
+
+
+def _lift_constants(module: fx.GraphModule) -> tuple[fx.GraphModule, list[torch.Tensor]]:
+    """A copy of ``module`` whose get_attr constants are trailing inputs, and their values."""
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(module.graph, {}))
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    constants = []
+    for node in [n for n in graph.nodes if n.op == "get_attr"]:
+        with graph.inserting_after(placeholders[-1]):
+            lifted = graph.placeholder(f"_lifted_{len(constants)}")
+        placeholders.append(lifted)
+        constants.append(getattr(module, node.target))
+        node.replace_all_uses_with(lifted)
+        graph.erase_node(node)
+    return fx.GraphModule(torch.nn.Module(), graph), constants
 
 
 def format_graph(graph: fx.Graph | fx.GraphModule) -> str:

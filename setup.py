@@ -1,0 +1,63 @@
+"""Build script of the ROS 2 package ``leapp_ros`` (ament_python), which also installs ``leapp``.
+
+On a ROS 2 install ``colcon build`` runs this file; ``setup.cfg`` then puts the executables in
+``<prefix>/lib/leapp_ros``. With pip (``scripts/setup.sh``) the same data files land under the
+virtual environment's prefix, so ``ament_index_python`` and ``ros2 run`` find the package there.
+"""
+
+from __future__ import annotations
+
+from glob import glob
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+PACKAGE_NAME = "leapp_ros"
+HERE = Path(__file__).resolve().parent
+
+
+def read_requirements(name: str) -> list[str]:
+    """Return the requirement lines of ``name`` (next to this file), without comments."""
+    lines = (HERE / name).read_text(encoding="utf-8").splitlines()
+    return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
+
+
+setup(
+    name=PACKAGE_NAME,
+    version="0.1.0",
+    description=(
+        "Trace an annotated PyTorch policy pipeline node by node and run it as ROS 2 nodes"
+    ),
+    license="Apache-2.0",
+    maintainer="leapp_ros maintainers",
+    maintainer_email="leapp-ros@example.com",
+    python_requires=">=3.10",
+    classifiers=[
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+    ],
+    packages=find_packages(include=["leapp", "leapp.*", "leapp_ros", "leapp_ros.*"]),
+    # rclpy, std_msgs and launch come from the ROS 2 distribution (or from the ros-* wheels in
+    # requirements-ros.txt), never from here: the PyPI package named "launch" is unrelated.
+    install_requires=read_requirements("requirements.txt"),
+    zip_safe=True,
+    data_files=[
+        (
+            "share/ament_index/resource_index/packages",
+            [f"resource/{PACKAGE_NAME}"],
+        ),
+        (f"share/{PACKAGE_NAME}", ["package.xml"]),
+        (f"share/{PACKAGE_NAME}/launch", sorted(glob("launch/*.py"))),
+        (f"share/{PACKAGE_NAME}/config", sorted(glob("config/*.yaml"))),
+    ],
+    entry_points={
+        "console_scripts": [
+            # Add each one when its module exists (scripts/setup.sh links them into
+            # <prefix>/lib/leapp_ros for `ros2 run` and launch_ros):
+            # "leapp-ros = leapp_ros.cli:main",
+            # "leapp_node = leapp_ros.node:main",
+            # "leapp_container = leapp_ros.container:main",
+        ],
+    },
+)
