@@ -51,6 +51,7 @@ def export_graph(trace: NodeTrace) -> ExportGraph:
     if trace.mutates:
         module = _functionalize(module, examples, list(trace.inputs))
     graph = module.graph
+    _canonicalize(graph)
     graph.eliminate_dead_code()
     kept, dropped = [], []
     for node in list(graph.nodes):
@@ -92,7 +93,9 @@ def _functionalize(
     lifted, constants = _lift_constants(module)
     with torch.no_grad():
         arguments = [e.clone() for e in examples] + [c.clone() for c in constants]
-        pure = make_fx(functionalize(lifted, remove="mutations"))(*arguments)
+        pure = make_fx(functionalize(lifted, remove="mutations"), _scatter_decompositions())(
+            *arguments
+        )
     graph = pure.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     for node in list(graph.nodes):
@@ -111,11 +114,78 @@ def _functionalize(
         node.replace_all_uses_with(constant)
         graph.erase_node(node)
     for node in graph.nodes:
+        if node.op == "get_attr" and node.target not in dict(pure.named_buffers()):
+            # Constants make_fx created (torch.tensor inside a decomposition) become buffers,
+            # which every exporter stores as plain constants.
+            value = getattr(pure, node.target)
+            delattr(pure, node.target)
+            pure.register_buffer(node.target, value.detach().clone())
         # Scripting understands overload packets (aten.sub), not overloads (aten.sub.Tensor).
         if isinstance(node.target, torch._ops.OpOverload):
             node.target = node.target.overloadpacket
     pure.recompile()
     return pure
+
+
+def _scatter_decompositions() -> dict:
+    """Writes through views functionalize to ``*_scatter`` ops, which the TorchScript-based ONNX
+    exporter does not know. They are rewritten as a gather and a ``where`` with constant
+    positions, which every backend knows and which compute exactly the same values."""
+    aten = torch.ops.aten
+    return {
+        aten.slice_scatter.default: _slice_scatter,
+        aten.select_scatter.default: _select_scatter,
+    }
+
+
+def _slice_scatter(input, src, dim=0, start=None, end=None, step=1):
+    dim = dim % input.dim()
+    size = input.shape[dim]
+    positions = range(size)[slice(start, end, step)]
+    if len(positions) == 0:
+        return input.clone()
+    # Built from Python lists, so they enter the graph as constants, not as recorded ops.
+    where = {position: index for index, position in enumerate(positions)}
+    inside = torch.tensor([p in where for p in range(size)], dtype=torch.bool)
+    source_index = torch.tensor([where.get(p, 0) for p in range(size)], dtype=torch.long)
+    gathered = torch.index_select(src, dim, source_index)
+    shape = [1] * input.dim()
+    shape[dim] = size
+    return torch.where(inside.reshape(shape), gathered, input)
+
+
+def _select_scatter(input, src, dim, index):
+    dim = dim % input.dim()
+    index = index % input.shape[dim]
+    return _slice_scatter(input, src.unsqueeze(dim), dim, index, index + 1, 1)
+
+
+def _canonicalize(graph: fx.Graph) -> None:
+    """Rewrite calls that some exporters get wrong into exact equivalents every exporter knows.
+
+    - floor division (``torch.floor_divide``, ``//``) is ``torch.div(..., rounding_mode="floor")``
+      in PyTorch; the TorchScript-based ONNX exporter truncates instead of flooring it;
+    - functionalized writes (``aten.copy``, ``aten.fill.Tensor``) become ``type_as`` +
+      ``expand_as``; ``aten.lift_fresh_copy`` and ``detach`` of a value are the value itself
+      (the graph computes no gradients).
+    """
+    aten = torch.ops.aten
+    for node in list(graph.nodes):
+        target = node.target
+        if target in (torch.floor_divide, operator.floordiv, aten.floor_divide):
+            node.target = torch.div
+            node.kwargs = {**node.kwargs, "rounding_mode": "floor"}
+        elif target in (aten.lift_fresh_copy, aten.detach_, aten.detach):
+            node.replace_all_uses_with(node.args[0])
+            graph.erase_node(node)
+        elif target in (aten.copy, aten.fill) and isinstance(node.args[1], fx.Node):
+            destination, source = node.args[0], node.args[1]
+            with graph.inserting_before(node):
+                typed = graph.call_method("type_as", (source, destination))
+                expanded = graph.call_method("expand_as", (typed, destination))
+                value = graph.call_method("clone", (expanded,))
+            node.replace_all_uses_with(value)
+            graph.erase_node(node)
 
 
 def _lift_constants(module: fx.GraphModule) -> tuple[fx.GraphModule, list[torch.Tensor]]:

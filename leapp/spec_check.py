@@ -1,0 +1,548 @@
+"""Checks behind :func:`leapp.spec.load` and :func:`leapp.spec.dump`.
+
+Every check appends to a list of problems instead of stopping at the first one, so a user
+sees everything that is wrong with a spec at once. A problem reads
+``"<yaml path>: expected <what> but found <what>"``, e.g.
+``models.policy.inputs[0].dtype: expected one of float32, float64, ... but found 'float33'``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from leapp.errors import SpecError
+from leapp.spec import (
+    BACKENDS,
+    DTYPES,
+    ModelParameters,
+    ModelSpec,
+    PipelineSpec,
+    Spec,
+    TensorSpec,
+    file_checksums,
+)
+
+__all__ = ["check_checksums", "check_extras", "parse_spec", "read_yaml"]
+
+_TOP_KEYS = ("models", "pipeline", "system information")
+_MODEL_KEYS = ("inputs", "outputs", "parameters")
+_PORT_KEYS = ("name", "dtype", "shape", "type", "kind", "element_names", "temporal_period_ms")
+_PARAMETER_KEYS = (
+    "model_path",
+    "md5sum",
+    "sha256sum",
+    "backend",
+    "warp_segments",
+    "opset_version",
+    "torch_version",
+)
+_FLOW_KEYS = ("data_flow", "feedback_flow")
+_PIPELINE_KEYS = (*_FLOW_KEYS, "inputs", "outputs", "initial_values", "examples", "configs")
+
+
+class _Problems(list):  # type: ignore[type-arg]
+    """The problems found so far, each ``"<yaml path>: <message>"``.
+
+    ``doubtful`` holds the ids of ports built from invalid values, so that later checks (edge
+    agreement) do not report consequences of a problem already reported.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.doubtful: set[int] = set()
+
+    def add(self, where: str, message: str) -> None:
+        self.append(f"{where}: {message}")
+
+
+def read_yaml(path: Path) -> tuple[dict[Any, Any], list[str]]:
+    """The top-level mapping of ``path`` and the duplicate-key problems found on the way.
+
+    Raises:
+        SpecError: the file cannot be read, is not YAML, or is not a mapping.
+    """
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError(
+            f"{path}: cannot read the spec ({e}); check the file exists and is UTF-8 text",
+            (f"{path}: unreadable: {e}",),
+        ) from e
+    loader = _loader_class()(text)
+    try:
+        data = loader.get_single_data()
+    except yaml.YAMLError as e:
+        raise SpecError(
+            f"{path}: not valid YAML: {e}\nFix the syntax at the position shown, or re-export.",
+            (f"{path}: invalid YAML: {e}",),
+        ) from e
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        found = type(data).__name__
+        raise SpecError(
+            f"{path}: expected a YAML mapping with models, pipeline and system information, "
+            f"but found {found}; is this a leapp spec?",
+            (f"{path}: expected a mapping but found {found}",),
+        )
+    problems = [
+        f"line {line}: duplicate key {key!r}; a later entry silently replaces an earlier one, "
+        "keep only one"
+        for line, key in loader.duplicates
+    ]
+    return data, problems
+
+
+@functools.cache
+def _loader_class() -> type:
+    import yaml
+
+    class SpecLoader(yaml.SafeLoader):
+        """Safe loader that records duplicate mapping keys instead of dropping them."""
+
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self.duplicates: list[tuple[int, str]] = []
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[str] = set()
+            for key_node, _ in node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    if key_node.value in seen:
+                        self.duplicates.append((key_node.start_mark.line + 1, key_node.value))
+                    seen.add(key_node.value)
+            return super().construct_mapping(node, deep=deep)
+
+    return SpecLoader
+
+
+def parse_spec(raw: Mapping[Any, Any], *, name: str, path: Path | None) -> tuple[Spec, list[str]]:
+    """Build a :class:`Spec` from the YAML document ``raw``; also return every problem found.
+
+    The spec is built on a best-effort basis (bad entries are dropped), so it is only
+    meaningful when the problem list is empty.
+    """
+    problems = _Problems()
+    top = _Entry(raw, "", problems)
+    models = top.get(
+        "models", "a non-empty mapping of node name to model", default={}, required=True
+    )
+    pipeline = _Entry(
+        top.get("pipeline", "a mapping", default={}, required=True), "pipeline", problems
+    )
+    parsed_models = _parse_models(models, problems)
+    parsed_pipeline = _parse_pipeline(pipeline)
+    system = top.get("system information", "a mapping", default={})
+    extra = top.extra(_TOP_KEYS)
+    spec = Spec(name, parsed_models, parsed_pipeline, dict(system), path, extra)
+    _check_wiring(spec, problems)
+    return spec, list(problems)
+
+
+def check_checksums(spec: Spec) -> list[str]:
+    """Problems with the artifact files: missing, unreadable, or checksums that differ."""
+    problems = _Problems()
+    for model in spec.models:
+        params = model.parameters
+        if params.model_path is None:
+            continue
+        where = f"models.{model.name}.parameters"
+        file = spec.directory / params.model_path
+        if not file.is_file():
+            problems.add(
+                f"{where}.model_path",
+                f"expected the artifact of node {model.name!r} at {file} but there is no such "
+                "file; re-export the pipeline or copy the file next to the YAML",
+            )
+            continue
+        if params.sha256sum is None:
+            problems.add(
+                f"{where}.sha256sum",
+                f"expected a sha256sum to verify {file} (node {model.name!r}) but found none; "
+                "re-export the pipeline or load with verify_checksums=False",
+            )
+            continue
+        try:
+            digests = dict(zip(("md5sum", "sha256sum"), file_checksums(file), strict=True))
+        except OSError as e:
+            problems.add(f"{where}.model_path", f"cannot read {file} (node {model.name!r}): {e}")
+            continue
+        for key, actual in digests.items():
+            expected = getattr(params, key)
+            if expected is not None and expected.lower() != actual:
+                problems.add(
+                    f"{where}.{key}",
+                    f"expected {file} (node {model.name!r}) to have {key} {expected} but found "
+                    f"{actual}; the file changed after export: re-export the pipeline or "
+                    "restore the original file",
+                )
+    return list(problems)
+
+
+def check_extras(spec: Spec) -> list[str]:
+    """Problems with ``extra`` mappings that shadow known keys (dump would drop them)."""
+    problems = _Problems()
+
+    def check(where: str, extra: Mapping[Any, Any], known: tuple[str, ...]) -> None:
+        for key in extra:
+            if key in known:
+                problems.add(
+                    f"{where}.{key}",
+                    f"expected extra keys unknown to LEAPP but found the known key {key!r} in "
+                    "extra; set the dataclass field instead",
+                )
+
+    check("", spec.extra, _TOP_KEYS)
+    check("pipeline", spec.pipeline.extra, _PIPELINE_KEYS)
+    for model in spec.models:
+        where = f"models.{model.name}"
+        check(where, model.extra, _MODEL_KEYS)
+        check(f"{where}.parameters", model.parameters.extra, _PARAMETER_KEYS)
+        for role in ("inputs", "outputs"):
+            for i, port in enumerate(getattr(model, role)):
+                check(f"{where}.{role}[{i}]", port.extra, _PORT_KEYS)
+    return [problem.lstrip(".") for problem in problems]
+
+
+# --- structure -----------------------------------------------------------------------------
+
+_MISSING = object()
+_NAME = "a non-empty string without '/'"
+_FILE = "a file name relative to the YAML"
+_HEX = set("0123456789abcdefABCDEF")
+
+
+def _found(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "a mapping"
+    text = repr(value)
+    return text if len(text) < 60 else f"{text[:56]}...]"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_name(value: Any) -> bool:
+    return isinstance(value, str) and bool(value) and "/" not in value
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+_OK: dict[str, Callable[[Any], bool]] = {
+    "a mapping": lambda v: isinstance(v, Mapping),
+    "a non-empty mapping of node name to model": lambda v: isinstance(v, Mapping) and bool(v),
+    "a list of ports": lambda v: isinstance(v, list),
+    _NAME: _is_name,
+    _FILE: _is_text,
+    "a string": _is_text,
+    f"one of {', '.join(DTYPES)}": lambda v: v in DTYPES,
+    f"one of {', '.join(BACKENDS)}, null": lambda v: v in BACKENDS,
+    "'tensor'": lambda v: v == "tensor",
+    "a list of non-negative integers": lambda v: (
+        isinstance(v, list) and all(_is_int(d) and d >= 0 for d in v)
+    ),
+    "a positive number": lambda v: (
+        isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+    ),
+    "a positive integer": lambda v: _is_int(v) and v > 0,
+    "a non-negative integer": lambda v: _is_int(v) and v >= 0,
+    "32 hex digits": lambda v: isinstance(v, str) and len(v) == 32 and set(v) <= _HEX,
+    "64 hex digits": lambda v: isinstance(v, str) and len(v) == 64 and set(v) <= _HEX,
+}
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One YAML mapping being read: its items, its YAML path and the shared problem list."""
+
+    items: Mapping[Any, Any]
+    where: str
+    problems: _Problems
+
+    def get(self, key: str, expected: str, *, default: Any = None, required: bool = False) -> Any:
+        """``items[key]`` if it is ``expected`` (a key of ``_OK``), else ``default``.
+
+        A wrong value, or a missing required key, is a problem. An optional key that is absent
+        or null gives ``default`` silently.
+        """
+        where = f"{self.where}.{key}" if self.where else key
+        value = self.items.get(key, _MISSING)
+        if value is _MISSING:
+            if required:
+                self.problems.add(where, f"expected {expected} but the key is missing")
+        elif value is None and not required:
+            pass
+        elif _OK[expected](value):
+            return value
+        else:
+            self.problems.add(where, f"expected {expected} but found {_found(value)}")
+        return default
+
+    def extra(self, known: tuple[str, ...]) -> dict[Any, Any]:
+        return {key: value for key, value in self.items.items() if key not in known}
+
+
+def _parse_models(value: Mapping[Any, Any], problems: _Problems) -> tuple[ModelSpec, ...]:
+    models = []
+    for name, item in value.items():
+        where = f"models.{name}"
+        if not _is_name(name):
+            problems.add(where, f"expected a node name: {_NAME} but found {name!r}")
+        if not isinstance(item, Mapping):
+            problems.add(where, f"expected inputs, outputs, parameters but found {_found(item)}")
+            continue
+        entry = _Entry(item, where, problems)
+        inputs, outputs = (
+            _parse_ports(
+                entry.get(role, "a list of ports", default=[], required=True), role, entry
+            )
+            for role in ("inputs", "outputs")
+        )
+        parameters = entry.get("parameters", "a mapping", default={}, required=True)
+        params = _parse_parameters(_Entry(parameters, f"{where}.parameters", problems))
+        models.append(ModelSpec(str(name), inputs, outputs, params, entry.extra(_MODEL_KEYS)))
+    return tuple(models)
+
+
+def _parse_ports(items: list[Any], role: str, model: _Entry) -> tuple[TensorSpec, ...]:
+    where = f"{model.where}.{role}"
+    ports: list[TensorSpec] = []
+    first_index: dict[str, int] = {}
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            model.problems.add(
+                f"{where}[{i}]", f"expected name, dtype, shape, type but found {_found(item)}"
+            )
+            continue
+        port = _parse_port(_Entry(item, f"{where}[{i}]", model.problems))
+        if port is None:
+            continue
+        if port.name in first_index:
+            model.problems.add(
+                f"{where}[{i}].name",
+                f"expected port names unique within {where} but found {port.name!r} "
+                f"again (also {where}[{first_index[port.name]}])",
+            )
+        first_index.setdefault(port.name, i)
+        ports.append(port)
+    return tuple(ports)
+
+
+def _parse_port(entry: _Entry) -> TensorSpec | None:
+    known_problems = len(entry.problems)
+    name = entry.get("name", _NAME, required=True)
+    dtype = entry.get("dtype", f"one of {', '.join(DTYPES)}", required=True)
+    shape = entry.get("shape", "a list of non-negative integers", required=True)
+    port_type = entry.get("type", "'tensor'", default="tensor", required=True)
+    kind = entry.get("kind", "a string")
+    names = _parse_element_names(entry, shape)
+    period = entry.get("temporal_period_ms", "a positive number")
+    if name is None:
+        return None
+    port = TensorSpec(
+        name=name,
+        dtype=dtype or "float32",
+        shape=tuple(shape or ()),
+        type=port_type,
+        kind=kind,
+        element_names=names,
+        temporal_period_ms=None if period is None else float(period),
+        extra=entry.extra(_PORT_KEYS),
+    )
+    if len(entry.problems) > known_problems:
+        entry.problems.doubtful.add(id(port))
+    return port
+
+
+def _parse_element_names(port: _Entry, shape: list[int] | None) -> tuple[Any, ...] | None:
+    """One entry per axis: ``shape[axis]`` names, or a marker string like __temporal_axis__."""
+    value = port.items.get("element_names")
+    where = f"{port.where}.element_names"
+    if value is None or shape is None:
+        return None
+    if not isinstance(value, list) or len(value) != len(shape):
+        expected = f"a list with one entry per axis of shape {shape}"
+        port.problems.add(where, f"expected {expected} but found {_found(value)}")
+        return None
+    axes: list[Any] = []
+    for axis, (names, size) in enumerate(zip(value, shape, strict=True)):
+        if names is None or isinstance(names, str):
+            axes.append(names)
+        elif isinstance(names, list) and len(names) == size and all(map(_is_text, names)):
+            axes.append(tuple(names))
+        else:
+            port.problems.add(
+                f"{where}[{axis}]",
+                f"expected {size} names or a marker such as __temporal_axis__ but found "
+                f"{_found(names)}",
+            )
+            return None
+    return tuple(axes)
+
+
+def _parse_parameters(entry: _Entry) -> ModelParameters:
+    backend = entry.get("backend", f"one of {', '.join(BACKENDS)}, null")
+    if backend is not None and entry.items.get("model_path") is None:
+        entry.problems.add(
+            f"{entry.where}.model_path",
+            f"expected the artifact file of backend {backend!r} but found none",
+        )
+    return ModelParameters(
+        model_path=entry.get("model_path", _FILE),
+        md5sum=entry.get("md5sum", "32 hex digits"),
+        sha256sum=entry.get("sha256sum", "64 hex digits"),
+        backend=backend,
+        warp_segments=entry.get("warp_segments", "a non-negative integer", default=0),
+        opset_version=entry.get("opset_version", "a positive integer"),
+        torch_version=entry.get("torch_version", "a string"),
+        extra=entry.extra(_PARAMETER_KEYS),
+    )
+
+
+def _parse_pipeline(entry: _Entry) -> PipelineSpec:
+    lists = {
+        key: _parse_lists(entry.items.get(key), f"pipeline.{key}", entry.problems)
+        for key in (*_FLOW_KEYS, "inputs", "outputs")
+    }
+    return PipelineSpec(
+        data_flow=lists["data_flow"],
+        feedback_flow=lists["feedback_flow"],
+        inputs=lists["inputs"],
+        outputs=lists["outputs"],
+        initial_values=entry.get("initial_values", _FILE),
+        examples=entry.get("examples", _FILE),
+        configs=dict(entry.get("configs", "a mapping", default={})),
+        extra=entry.extra(_PIPELINE_KEYS),
+    )
+
+
+def _parse_lists(value: Any, where: str, problems: _Problems) -> dict[str, tuple[str, ...]]:
+    """A mapping of string to list of strings (``{}`` when absent)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        problems.add(where, f"expected a mapping of names to lists but found {_found(value)}")
+        return {}
+    result = {}
+    for key, items in value.items():
+        if not isinstance(key, str):
+            problems.add(where, f"expected string keys but found {key!r}")
+        elif not isinstance(items, list) or not all(map(_is_text, items)):
+            problems.add(f"{where}.{key}", f"expected a list of strings but found {_found(items)}")
+        else:
+            result[key] = tuple(items)
+    return result
+
+
+# --- wiring --------------------------------------------------------------------------------
+
+
+def _check_wiring(spec: Spec, problems: _Problems) -> None:
+    """Edges and pipeline inputs/outputs refer to real ports; every input is fed exactly once."""
+    order = {model.name: i for i, model in enumerate(spec.models)}
+    feeders: dict[str, list[str]] = {}
+    for section in _FLOW_KEYS:
+        for source, targets in getattr(spec.pipeline, section).items():
+            where = f"pipeline.{section}.{source}"
+            out = _resolve(spec, source, "output", where, problems)
+            for j, target in enumerate(targets):
+                inp = _resolve(spec, target, "input", f"{where}[{j}]", problems)
+                if inp is None:
+                    continue
+                feeders.setdefault(target, []).append(f"pipeline.{section}.{source}")
+                if out is None:
+                    continue
+                _check_edge(source, out, target, inp, f"{where}[{j}]", problems)
+                src_node, dst_node = source.split("/")[0], target.split("/")[0]
+                if section == "data_flow" and order[src_node] >= order[dst_node]:
+                    problems.add(f"{where}[{j}]", _backward_edge(source, target))
+    for section, role in (("inputs", "input"), ("outputs", "output")):
+        for node, names in getattr(spec.pipeline, section).items():
+            for j, port in enumerate(names):
+                key = f"{node}/{port}"
+                found = _resolve(spec, key, role, f"pipeline.{section}.{node}[{j}]", problems)
+                if found is not None and section == "inputs":
+                    feeders.setdefault(key, []).append(f"pipeline.inputs.{node}")
+    for model in spec.models:
+        for i, port in enumerate(model.inputs):
+            key = f"{model.name}/{port.name}"
+            fed_by = feeders.get(key, [])
+            if not fed_by:
+                problems.add(
+                    f"models.{model.name}.inputs[{i}]",
+                    f"expected {key} to be fed by exactly one of pipeline.data_flow, "
+                    f"pipeline.feedback_flow or pipeline.inputs but nothing feeds it; add it to "
+                    f"pipeline.inputs.{model.name} or connect an output to it",
+                )
+            elif len(fed_by) > 1:
+                problems.add(
+                    f"models.{model.name}.inputs[{i}]",
+                    f"expected {key} to be fed exactly once but found {len(fed_by)} feeds "
+                    f"({', '.join(fed_by)}); keep one",
+                )
+
+
+def _backward_edge(source: str, target: str) -> str:
+    src_node, dst_node = source.split("/")[0], target.split("/")[0]
+    if src_node == dst_node:
+        found = f"{source} feeds an input of its own node"
+    else:
+        found = f"{source} feeds {target} and {dst_node!r} is listed before {src_node!r}"
+    return (
+        f"expected a forward edge (models lists producers before consumers) but {found}; "
+        "reorder models, or use feedback_flow for a loop"
+    )
+
+
+def _resolve(
+    spec: Spec, key: str, role: str, where: str, problems: _Problems
+) -> TensorSpec | None:
+    """The ``role`` ("input" or "output") port called ``key`` ("node/port"), or a problem."""
+    node, sep, port = key.partition("/")
+    if not sep or not node or not port or "/" in port:
+        problems.add(where, f"expected '<node>/<port>' (an {role}) but found {key!r}")
+        return None
+    models = {model.name: model for model in spec.models}
+    if node not in models:
+        problems.add(
+            where, f"expected a node of models ({', '.join(models)}) but found {node!r} in {key!r}"
+        )
+        return None
+    ports = {p.name: p for p in (models[node].inputs if role == "input" else models[node].outputs)}
+    if port not in ports:
+        other = "output" if role == "input" else "input"
+        hint = f", which is an {other}" if _has_port(models[node], port, other) else ""
+        problems.add(
+            where,
+            f"expected an {role} of node {node!r} ({', '.join(ports) or 'none'}) but found "
+            f"{port!r}{hint}",
+        )
+        return None
+    return ports[port]
+
+
+def _has_port(model: ModelSpec, name: str, role: str) -> bool:
+    return any(p.name == name for p in (model.inputs if role == "input" else model.outputs))
+
+
+def _check_edge(
+    source: str, out: TensorSpec, target: str, inp: TensorSpec, where: str, problems: _Problems
+) -> None:
+    if out.dtype == inp.dtype and out.shape == inp.shape:
+        return
+    if id(out) in problems.doubtful or id(inp) in problems.doubtful:
+        return  # already reported
+    problems.add(
+        where,
+        f"expected {target} to match {source} (dtype {out.dtype}, shape {list(out.shape)}) but "
+        f"found dtype {inp.dtype}, shape {list(inp.shape)}; make both ports agree",
+    )

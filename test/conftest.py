@@ -1,0 +1,66 @@
+"""Shared helpers for the leapp tests: trace a function as one node, export it, compare."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import pytest
+import torch
+
+import leapp
+from leapp import annotate
+from leapp import session as session_module
+
+FRESH_SAMPLES = 50
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_session():
+    """Every test starts and ends without an active tracing session."""
+    session_module._active = None
+    yield
+    session_module._active = None
+
+
+def export_function(
+    tmp_path,
+    fn: Callable[..., torch.Tensor | tuple[torch.Tensor, ...]],
+    inputs: Mapping[str, torch.Tensor],
+    backend: str | None,
+    node: str = "node",
+    name: str = "pipe",
+):
+    """Trace ``fn(**traced inputs)`` as node ``node`` and export it with ``backend``."""
+    leapp.start(name, save_path=tmp_path)
+    traced = annotate.input_tensors(node, {k: v.clone() for k, v in inputs.items()})
+    traced = traced if isinstance(traced, tuple) else (traced,)
+    result = fn(**dict(zip(inputs, traced)))
+    results = result if isinstance(result, tuple) else (result,)
+    annotate.output_tensors(
+        node, {f"out{i}": r for i, r in enumerate(results)}, export_with=backend
+    )
+    leapp.stop()
+    return leapp.compile_graph()
+
+
+def assert_matches_eager(
+    compiled,
+    fn: Callable,
+    make_inputs: Callable[[], dict[str, torch.Tensor]],
+    node: str = "node",
+    samples: int = FRESH_SAMPLES,
+    atol: float = 1e-5,
+):
+    """Run the exported artifact of ``node`` and eager ``fn`` on fresh inputs; they must agree."""
+    from leapp.runtime import load_model
+
+    model = load_model(compiled.spec, node)
+    ports = [p.name for p in compiled.spec.model(node).inputs]
+    for _ in range(samples):
+        fresh = make_inputs()
+        expected = fn(**{k: v.clone() for k, v in fresh.items()})
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        got = model.run([fresh[p].clone() for p in ports])
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g, e, rtol=1e-5, atol=atol)
