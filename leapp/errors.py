@@ -7,14 +7,14 @@ what to do next. Catch :class:`LeappError` to handle all of them.
 from __future__ import annotations
 
 __all__ = [
-    "LeappError",
-    "SessionError",
-    "TraceError",
-    "GraphError",
     "ExportError",
-    "SpecError",
-    "ValidationError",
+    "GraphError",
+    "LeappError",
     "PipelineError",
+    "SessionError",
+    "SpecError",
+    "TraceError",
+    "ValidationError",
 ]
 
 

@@ -87,8 +87,8 @@ def _functionalize(
     Constants are lifted to inputs while functionalizing (a write into a copy of a constant
     must be functionalized like any other) and turned back into constants afterwards.
     """
-    from torch.fx.experimental.proxy_tensor import make_fx
     from torch.func import functionalize
+    from torch.fx.experimental.proxy_tensor import make_fx
 
     lifted, constants = _lift_constants(module)
     with torch.no_grad():
@@ -100,13 +100,13 @@ def _functionalize(
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     for node in list(graph.nodes):
         # functionalize writes mutated inputs back with copy_; artifacts never mutate inputs.
-        if node.target is torch.ops.aten.copy_.default and node.args[0] in placeholders:
-            if not node.users:
-                graph.erase_node(node)
-    for node, name in zip(placeholders, names):
+        copies_back = node.target is torch.ops.aten.copy_.default
+        if copies_back and node.args[0] in placeholders and not node.users:
+            graph.erase_node(node)
+    for node, name in zip(placeholders, names, strict=False):
         node.target = name
         node.name = name
-    for index, (node, value) in enumerate(zip(placeholders[len(names) :], constants)):
+    for index, (node, value) in enumerate(zip(placeholders[len(names) :], constants, strict=True)):
         attribute = f"_lifted_constant{index}"
         pure.register_buffer(attribute, value)
         with graph.inserting_before(node):

@@ -1,4 +1,4 @@
-"""What a torch call is, for the recorder: its torch name, whether it mutates, whether it reads data.
+"""What a torch call is, for the recorder: its torch name, whether it mutates or reads data.
 
 ``describe`` classifies each callable that reaches ``TracedTensor.__torch_function__``:
 
@@ -129,7 +129,7 @@ def describe(func: Any, args: tuple, kwargs: dict) -> Operation:
             "unsupported", func, f"{name}(out=...)", hint="assign the result instead of out=."
         )
     if not _is_tensor_method(func):
-        mutates = name.endswith("_") and not name.endswith("__") or kwargs.get("inplace") is True
+        mutates = (name.endswith("_") and not name.endswith("__")) or kwargs.get("inplace") is True
         return Operation("call_function", func, qualified_name(func), mutates=mutates)
     if name == "__getitem__":
         return Operation("call_function", operator.getitem, "indexing")

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from leapp.trace import NodeTrace
 
-__all__ = ["TracedTensor", "wrap", "trace_of"]
+__all__ = ["TracedTensor", "trace_of", "wrap"]
 
 
 class TracedTensor(torch.Tensor):

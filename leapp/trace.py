@@ -195,9 +195,9 @@ def dispatch(func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
         raise TraceError(
             f"node {trace.node!r}: {op.name} at {user_location()} cannot be recorded: {op.hint}"
         )
-    if op.mutates and args and isinstance(args[0], torch.Tensor):
-        if not isinstance(args[0], TracedTensor):
-            trace.adopt_mutated(args[0])
+    target = args[0] if args else None
+    if op.mutates and isinstance(target, torch.Tensor) and not isinstance(target, TracedTensor):
+        trace.adopt_mutated(target)
     record_args = op.rewrite_args(args) if op.rewrite_args else args
     with torch._C.DisableTorchFunctionSubclass():
         result = func(*args, **kwargs)

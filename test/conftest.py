@@ -34,7 +34,7 @@ def export_function(
     leapp.start(name, save_path=tmp_path)
     traced = annotate.input_tensors(node, {k: v.clone() for k, v in inputs.items()})
     traced = traced if isinstance(traced, tuple) else (traced,)
-    result = fn(**dict(zip(inputs, traced)))
+    result = fn(**dict(zip(inputs, traced, strict=True)))
     results = result if isinstance(result, tuple) else (result,)
     annotate.output_tensors(
         node, {f"out{i}": r for i, r in enumerate(results)}, export_with=backend
@@ -62,5 +62,5 @@ def assert_matches_eager(
         expected = expected if isinstance(expected, tuple) else (expected,)
         got = model.run([fresh[p].clone() for p in ports])
         assert len(got) == len(expected)
-        for g, e in zip(got, expected):
+        for g, e in zip(got, expected, strict=True):
             torch.testing.assert_close(g, e, rtol=1e-5, atol=atol)

@@ -18,7 +18,9 @@ HERE = re.escape(Path(__file__).name)
 def test_output_given_a_value_not_traced_by_the_node_is_rejected(tmp_path):
     leapp.start("p", save_path=tmp_path)
     annotate.input_tensors("a", {"x": torch.ones(3)})
-    with pytest.raises(TraceError, match=rf"node 'a': output 'y' at .*{HERE}:\d+ was not computed"):
+    with pytest.raises(
+        TraceError, match=rf"node 'a': output 'y' at .*{HERE}:\d+ was not computed"
+    ):
         annotate.output_tensors("a", {"y": torch.ones(3)})
 
 

@@ -1,4 +1,4 @@
-"""What the tracer records: the seed listing, shared storage, pruning, edges, the spec it writes."""
+"""What the tracer records: the seed listing, shared storage, pruning, edges, the spec written."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from leapp import annotate
 from leapp.examples import load_examples
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-import torch_pipeline  # noqa: E402  (the seed example, imported as the user would run it)
+import torch_pipeline
 
 SEED_LISTING = """\
 %state             = placeholder[target=state]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import assert_matches_eager, export_function
 
 torch.manual_seed(0)
