@@ -152,8 +152,7 @@ def _pipeline_spec(spec_module, session, firsts, graphs, graph_configs):
             data_flow.setdefault(source.key, []).append(f"{node}/{port}")
             consumed.add(source.key)
     outputs = {
-        node: [p for p in graphs[node].outputs if f"{node}/{p}" not in consumed]
-        for node in firsts
+        node: [p for p in graphs[node].outputs if f"{node}/{p}" not in consumed] for node in firsts
     }
     if isinstance(graph_configs, GraphConfigs):
         configs = graph_configs.as_dict()
