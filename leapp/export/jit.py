@@ -1,0 +1,100 @@
+"""TorchScript backend: ``torch.jit.script`` the node's graph and save ``<node>.pt``.
+
+The artifact is loaded with plain ``torch.jit.load(path)`` (no leapp needed) and called with the
+input tensors in port order; its ``forward`` arguments carry the port names.
+
+Measured on the seed's ``preprocess`` node (2-core CPU, torch 2.13): scripting takes 12-20 ms,
+saving under 1 ms. ``torch.jit.freeze`` and ``optimize_for_inference`` were tried: results stay
+identical, but loading plus the first runs got no measurably faster (4.4 vs 4.5 ms load, same
+1.7 ms first call, same 4 us per call afterwards), and a frozen module no longer exposes its
+parameters to users who inspect it, so the plain scripted module is saved.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from pathlib import Path
+
+import torch
+import torch.fx
+
+from leapp.errors import ExportError
+from leapp.export import Artifact, summarize_error
+
+logger = logging.getLogger(__name__)
+
+# Scripting any GraphModule triggers this warning from TorchScript's attribute checker; it is
+# about GraphModule.__init__, not about the user's graph, so it is dropped. Other warnings
+# (TorchScript's deprecation notice among them) are logged at debug level.
+_GRAPH_MODULE_WARNING = "The TorchScript type system doesn't support instance-level annotations"
+
+
+def export(
+    graph_module: torch.fx.GraphModule,
+    example_inputs: tuple[torch.Tensor, ...],
+    *,
+    node: str,
+    input_names: tuple[str, ...],
+    output_names: tuple[str, ...],
+    directory: Path,
+) -> Artifact:
+    """Compile ``graph_module`` to TorchScript and save it as ``<directory>/<node>.pt``.
+
+    ``torch.jit.script`` is tried first. Some Python-level torch functions that fx records
+    under their own name cannot be scripted (``torch.functional.norm(x, p="fro", dim=1)`` has
+    no TorchScript overload taking ``p="fro"``); the graph is then traced with
+    ``example_inputs`` instead. Tracing is exact here: the fx graph is straight-line code with
+    static shapes, so the trace records every one of its operations (as the ATen ops they
+    dispatch to). ``graph_module`` comes from :func:`leapp.export.prepare_graph_module`, so its
+    arguments are already named after the input ports; both paths keep those names.
+    """
+    del output_names
+    started = time.perf_counter()
+    file_name = f"{node}.pt"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", message=_GRAPH_MODULE_WARNING)
+        compiled, how = _compile(graph_module, example_inputs, node, input_names)
+        compiled_at = time.perf_counter()
+        try:
+            torch.jit.save(compiled, str(directory / file_name))
+        except OSError as e:
+            raise ExportError(
+                f"node {node!r}: cannot write {directory / file_name}: {e}; check the export "
+                "folder"
+            ) from e
+    for warning in caught:
+        logger.debug("node %s: TorchScript warned: %s", node, warning.message)
+    logger.debug(
+        "node %s: torch.jit.%s %.3f s, save %.3f s",
+        node,
+        how,
+        compiled_at - started,
+        time.perf_counter() - compiled_at,
+    )
+    return Artifact(model_path=file_name, backend="jit")
+
+
+def _compile(
+    graph_module: torch.fx.GraphModule,
+    example_inputs: tuple[torch.Tensor, ...],
+    node: str,
+    input_names: tuple[str, ...],
+) -> tuple[torch.jit.ScriptModule, str]:
+    try:
+        return torch.jit.script(graph_module), "script"
+    except Exception as e:
+        script_error = e
+    logger.debug("node %s: torch.jit.script failed (%s); tracing", node, script_error)
+    try:
+        traced = torch.jit.trace(graph_module, example_inputs, check_trace=False)
+    except Exception as e:
+        raise ExportError(
+            f"node {node!r} (inputs {list(input_names)}) cannot be compiled to TorchScript: "
+            f"scripting failed ({summarize_error(script_error)}) and so did tracing "
+            f"({summarize_error(e)}). Export this node with export_with='onnx' or 'pt2' "
+            "instead"
+        ) from e
+    return traced, "trace"
