@@ -195,3 +195,71 @@ def test_examples_hold_every_run_of_every_node(tmp_path):
     assert len(samples) == 3
     torch.testing.assert_close(samples[2].inputs["x"], torch.full((2,), 2.0))
     torch.testing.assert_close(samples[2].outputs["y"], torch.full((2,), 4.0))
+
+
+def test_node_exported_with_none_is_recorded_without_an_artifact(tmp_path):
+    leapp.start("p", save_path=tmp_path)
+    x = annotate.input_tensors("n", {"x": torch.ones(3)})
+    annotate.output_tensors("n", {"y": x * 2}, export_with=None)
+    leapp.stop()
+    compiled = leapp.compile_graph()
+    parameters = compiled.spec.model("n").parameters
+    assert parameters.backend is None and parameters.model_path is None
+    assert compiled.report.skipped == ("n",)
+    assert sorted(p.name for p in compiled.path.parent.iterdir()) == [
+        "p.yaml",
+        "p_examples.safetensors",
+    ]
+
+
+def _user_artifact(tmp_path, scale: float):
+    """A TorchScript file built by the user outside leapp: y = x * scale."""
+
+    class Scale(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = scale
+
+        def forward(self, x):
+            return x * self.scale
+
+    path = tmp_path / "mine.pt"
+    torch.jit.save(torch.jit.script(Scale()), str(path))
+    return path
+
+
+def test_users_own_artifact_is_registered_with_checksums(tmp_path):
+    artifact = _user_artifact(tmp_path, 2.0)
+    leapp.start("p", save_path=tmp_path / "out")
+    x = annotate.input_tensors("n", {"x": torch.ones(3)})
+    annotate.output_tensors("n", {"y": x * 2}, export_with=artifact)
+    leapp.stop()
+    compiled = leapp.compile_graph()
+    parameters = compiled.spec.model("n").parameters
+    assert parameters.backend == "jit" and parameters.model_path == "n.pt"
+    assert leapp.spec.file_checksums(compiled.path.parent / "n.pt")[1] == parameters.sha256sum
+
+
+def test_strict_compile_raises_when_an_artifact_disagrees_with_the_trace(tmp_path):
+    artifact = _user_artifact(tmp_path, 3.0)  # the traced code multiplies by 2
+    leapp.start("p", save_path=tmp_path / "out")
+    x = annotate.input_tensors("n", {"x": torch.ones(3)})
+    annotate.output_tensors("n", {"y": x * 2}, export_with=artifact)
+    leapp.stop()
+    with pytest.raises(
+        leapp.ValidationError, match=r"node 'n', output 'y', sample 0: .*largest difference 1"
+    ):
+        leapp.compile_graph()
+
+
+def test_lenient_compile_reports_the_mismatch_and_returns(tmp_path, caplog):
+    artifact = _user_artifact(tmp_path, 3.0)
+    leapp.start("p", save_path=tmp_path / "out")
+    x = annotate.input_tensors("n", {"x": torch.ones(3)})
+    annotate.output_tensors("n", {"y": x * 2}, export_with=artifact)
+    leapp.stop()
+    with caplog.at_level(logging.WARNING, logger="leapp"):
+        compiled = leapp.compile_graph(strict=False)
+    assert not compiled.report.ok
+    assert compiled.report.failures[0].node == "n"
+    assert "node 'n', output 'y'" in caplog.text
