@@ -395,10 +395,9 @@ def _load_onnx(path: Path, model: ModelSpec) -> _Call:
 
 
 def _match_names(node: str, what: str, names: list[str], ports: Sequence[TensorSpec]) -> list[str]:
-    """ONNX value names in port order: by name when they are the port names, else by position.
-
-    Our ONNX files name inputs after ports and rename an output that shares an input's name;
-    files from other tools may name things differently, but keep the ports' order.
+    """ONNX value names in port order: by name when every port finds its name (the port name,
+    or ``<port>_in`` / ``<port>_out`` for a port that is both an input and an output, as leapp
+    and NVIDIA's LEAPP write them), else by position (files from other tools keep the order).
     """
     port_names = [port.name for port in ports]
     if len(names) != len(port_names):
@@ -406,4 +405,12 @@ def _match_names(node: str, what: str, names: list[str], ports: Sequence[TensorS
             f"node {node!r}: the ONNX model has {len(names)} {what} {names}, the spec lists "
             f"{len(port_names)} {port_names}; re-export the node"
         )
-    return port_names if set(names) == set(port_names) else names
+    suffix = "_in" if what == "inputs" else "_out"
+    available = set(names)
+    matched = []
+    for port in port_names:
+        found = next((n for n in (port, port + suffix) if n in available), None)
+        if found is None:
+            return names
+        matched.append(found)
+    return matched

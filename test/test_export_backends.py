@@ -183,13 +183,13 @@ def test_onnx_names_inputs_and_outputs_after_ports_and_records_opset(tmp_path):
     assert artifact == Artifact("node.onnx", "onnx", opset_version=20, torch_version=None)
 
 
-def test_onnx_output_named_like_an_input_is_suffixed_out(tmp_path):
+def test_onnx_port_that_is_input_and_output_is_named_in_and_out(tmp_path):
     import onnxruntime
 
     module = torch.nn.Sequential(torch.nn.Tanh())
     _, artifact = _export(module, (torch.zeros(3),), "onnx", tmp_path, ["h"], ["h"])
     session = onnxruntime.InferenceSession(str(tmp_path / artifact.model_path))
-    assert [i.name for i in session.get_inputs()] == ["h"]
+    assert [i.name for i in session.get_inputs()] == ["h_in"]
     assert [o.name for o in session.get_outputs()] == ["h_out"]
 
 

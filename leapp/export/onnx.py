@@ -14,8 +14,9 @@ is not run (it costs time and the exporter's output is valid); ``validate_export
 artifact in ONNX Runtime on the traced samples instead, which is the stronger check.
 
 ONNX forbids a graph input and output with the same name. When a port is both an input and an
-output of the node (state such as ``h`` fed back on the next tick), the ONNX output is named
-``<port>_out``; the runtime matches outputs by position, so nothing else changes.
+output of the node (state such as ``h`` fed back on the next tick), the ONNX names are
+``<port>_in`` and ``<port>_out``, as NVIDIA's LEAPP writes them; the runtime matches such names
+back to their ports.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def export(
     exception). Shapes are static: those of ``example_inputs``.
     """
     file_name = f"{node}.onnx"
-    onnx_outputs = onnx_output_names(input_names, output_names)
+    onnx_inputs, onnx_outputs = onnx_port_names(input_names, output_names)
     started = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -61,7 +62,7 @@ def export(
                 graph_module,
                 example_inputs,
                 str(directory / file_name),
-                input_names=list(input_names),
+                input_names=list(onnx_inputs),
                 output_names=list(onnx_outputs),
                 opset_version=OPSET_VERSION,
                 do_constant_folding=True,
@@ -83,18 +84,23 @@ def export(
     return Artifact(model_path=file_name, backend="onnx", opset_version=OPSET_VERSION)
 
 
-def onnx_output_names(
+def onnx_port_names(
     input_names: tuple[str, ...], output_names: tuple[str, ...]
-) -> tuple[str, ...]:
-    """The ONNX output names: the port names, ``<port>_out`` where a port is also an input."""
-    taken = set(input_names) | set(output_names)
-    names = []
-    for name in output_names:
-        if name in input_names:
-            renamed = f"{name}_out"
-            while renamed in taken:
-                renamed += "_"
-            taken.add(renamed)
-            name = renamed
-        names.append(name)
-    return tuple(names)
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The ONNX input and output names: the port names, with ``<port>_in`` / ``<port>_out``
+    for a port that is both an input and an output of the node."""
+    both = set(input_names) & set(output_names)
+    taken = (set(input_names) | set(output_names)) - both
+
+    def rename(name: str, suffix: str) -> str:
+        if name not in both:
+            return name
+        renamed = f"{name}{suffix}"
+        while renamed in taken:
+            renamed += "_"
+        taken.add(renamed)
+        return renamed
+
+    inputs = tuple(rename(name, "_in") for name in input_names)
+    outputs = tuple(rename(name, "_out") for name in output_names)
+    return inputs, outputs
