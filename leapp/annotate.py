@@ -20,7 +20,7 @@ import torch
 from leapp.errors import TraceError
 from leapp.session import active_session
 
-__all__ = ["input_tensors", "output_tensors"]
+__all__ = ["input_tensors", "output_tensors", "state_tensors", "update_state"]
 
 
 def input_tensors(node: str, tensors: Mapping[str, torch.Tensor]) -> Any:
@@ -34,6 +34,34 @@ def input_tensors(node: str, tensors: Mapping[str, torch.Tensor]) -> Any:
     session = active_session()
     if session is not None:
         values = session.input_tensors(node, tensors)
+    return values[0] if len(values) == 1 else values
+
+
+def state_tensors(node: str, tensors: Mapping[str, torch.Tensor]) -> Any:
+    """Declare recurrent state of ``node`` (a GRU/LSTM hidden state, a filter memory).
+
+    Pass the current value: the initial value on the first tick, then what the previous tick
+    handed to :func:`update_state`. Returns the traced values like :func:`input_tensors`. Each
+    state is an input and an output of the node, wired as a ``feedback_flow`` edge from the node
+    to itself; its first value is saved as the initial value (``<name>_initial_values``).
+    """
+    values = _check_mapping("state_tensors", node, tensors)
+    session = active_session()
+    if session is not None:
+        values = session.input_tensors(node, tensors, state=True)
+    return values[0] if len(values) == 1 else values
+
+
+def update_state(node: str, tensors: Mapping[str, torch.Tensor]) -> Any:
+    """Give every state of ``node`` its next value; call before :func:`output_tensors`.
+
+    Returns the values given (one, or a tuple in dict order), to pass to
+    :func:`state_tensors` on the next tick.
+    """
+    values = _check_mapping("update_state", node, tensors)
+    session = active_session()
+    if session is not None:
+        session.update_state(node, tensors)
     return values[0] if len(values) == 1 else values
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from leapp.edges import classify_inputs
 from leapp.errors import GraphError, SpecError
 from leapp.graph import ExportGraph, export_graph, recorded_graph
 from leapp.session import GraphConfigs, Session
@@ -89,6 +90,8 @@ def compile_session(
         for node in session.order
     }
     example_file.save_examples(directory / pipeline.examples, samples)
+    if pipeline.initial_values:
+        _save_initial_values(directory, pipeline, firsts)
     spec = spec_module.Spec(
         name=session.name,
         models=tuple(models),
@@ -140,17 +143,21 @@ def _port(spec_module, name: str, example: torch.Tensor):
 
 def _pipeline_spec(spec_module, session, firsts, graphs, graph_configs):
     data_flow: dict[str, list[str]] = {}
+    feedback_flow: dict[str, list[str]] = {}
     inputs: dict[str, list[str]] = {}
     consumed: set[str] = set()
+    feeds = classify_inputs(session)
     for node, trace in firsts.items():
         for port in graphs[node].inputs:
-            source = trace.input_sources[port]
-            if source is None:
+            feed = feeds[node][port]
+            if feed.kind == "external":
                 inputs.setdefault(node, []).append(port)
                 continue
-            _check_edge(firsts[source.node], source.port, trace, port)
-            data_flow.setdefault(source.key, []).append(f"{node}/{port}")
-            consumed.add(source.key)
+            producer, output = feed.source.split("/")
+            _check_edge(firsts[producer], output, trace, port)
+            edges = data_flow if feed.kind == "data_flow" else feedback_flow
+            edges.setdefault(feed.source, []).append(f"{node}/{port}")
+            consumed.add(feed.source)
     outputs = {
         node: [p for p in graphs[node].outputs if f"{node}/{p}" not in consumed] for node in firsts
     }
@@ -160,12 +167,25 @@ def _pipeline_spec(spec_module, session, firsts, graphs, graph_configs):
         configs = dict(graph_configs or {})
     return spec_module.PipelineSpec(
         data_flow={k: tuple(v) for k, v in data_flow.items()},
-        feedback_flow={},
+        feedback_flow={k: tuple(v) for k, v in feedback_flow.items()},
         inputs={k: tuple(v) for k, v in inputs.items()},
         outputs={k: tuple(v) for k, v in outputs.items() if v},
+        initial_values=f"{session.name}_initial_values.safetensors" if feedback_flow else None,
         examples=f"{session.name}_examples.safetensors",
         configs=configs,
     )
+
+
+def _save_initial_values(directory: Path, pipeline, firsts) -> None:
+    """First-tick values of every feedback input, keyed ``"<node>/<port>"``."""
+    from safetensors.torch import save_file
+
+    values = {}
+    for targets in pipeline.feedback_flow.values():
+        for target in targets:
+            node, port = target.split("/")
+            values[target] = firsts[node].input_examples[port].contiguous()
+    save_file(values, str(directory / pipeline.initial_values))
 
 
 def _check_edge(producer: NodeTrace, out_port: str, consumer: NodeTrace, in_port: str) -> None:

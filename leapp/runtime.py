@@ -141,12 +141,6 @@ class Pipeline:
     """
 
     def __init__(self, spec: Spec):
-        if spec.pipeline.feedback_flow:
-            raise PipelineError(
-                f"pipeline {spec.name!r}: feedback_flow is not supported yet by the reference "
-                "runtime (feedback ports: "
-                f"{sorted(spec.pipeline.feedback_flow)}); run its nodes with load_model()"
-            )
         unexported = [m.name for m in spec.models if m.parameters.backend is None]
         if unexported:
             raise PipelineError(
@@ -159,9 +153,16 @@ class Pipeline:
             _check_of(f"{spec.name} input", port, key) for key, port in external
         )
         self._input_keys = frozenset(key for key, _ in external)
-        # Values of feedback inputs, delivered on the next tick (later: filled from
-        # initial_values at load and from the producers after each step). Source index 2.
+        # Values of feedback inputs (source index 2), keyed by the consuming port: the initial
+        # values at load and after reset(), then what the producers published last tick.
+        self._initial = _initial_values(spec)
         self._feedback: dict[str, torch.Tensor] = {}
+        self._feedback_edges = tuple(
+            (producer, consumer)
+            for producer, consumers in spec.pipeline.feedback_flow.items()
+            for consumer in consumers
+        )
+        self.reset()
         self._models: dict[str, Model] = {}
         plan = []
         for model in _execution_order(spec, sources):
@@ -181,6 +182,11 @@ class Pipeline:
         from leapp import spec as spec_file
 
         return cls(spec_file.load(path, verify_checksums=True))
+
+    def reset(self) -> None:
+        """Put every state and feedback input back to its initial value."""
+        self._feedback.clear()
+        self._feedback.update({key: value.clone() for key, value in self._initial.items()})
 
     @property
     def spec(self) -> Spec:
@@ -223,6 +229,8 @@ class Pipeline:
             for call, sources, keys in self._plan:
                 results = call([values[where][key] for where, key in sources])
                 outputs.update(zip(keys, results, strict=True))
+        for producer, consumer in self._feedback_edges:
+            self._feedback[consumer] = outputs[producer]
         return outputs
 
     def _key_error(self, inputs: Mapping[str, Any]) -> PipelineError:
@@ -241,7 +249,8 @@ class Pipeline:
 
 
 def _wire(spec: Spec) -> tuple[dict[str, tuple[int, str]], list[tuple[str, TensorSpec]]]:
-    """Map each fed input to (1, producer key); list the external inputs as (key, port)."""
+    """Map each fed input to (1, producer key) or, fed back, (2, its own key); list the
+    external inputs as (key, port)."""
     outputs = {f"{m.name}/{p.name}" for m in spec.models for p in m.outputs}
     inputs = {f"{m.name}/{p.name}" for m in spec.models for p in m.inputs}
     sources: dict[str, tuple[int, str]] = {}
@@ -257,6 +266,16 @@ def _wire(spec: Spec) -> tuple[dict[str, tuple[int, str]], list[tuple[str, Tenso
                     f"{producer!r}; an input takes one producer"
                 )
             sources[consumer] = (1, producer)
+    for producer, consumers in spec.pipeline.feedback_flow.items():
+        if producer not in outputs:
+            raise PipelineError(f"feedback_flow names {producer!r}, which is no node output")
+        for consumer in consumers:
+            if consumer not in inputs or consumer in sources:
+                raise PipelineError(
+                    f"feedback_flow feeds {consumer!r}, which is no node input or is also fed "
+                    "by data_flow"
+                )
+            sources[consumer] = (2, consumer)
     external = [
         (f"{m.name}/{p.name}", p)
         for m in spec.models
@@ -266,10 +285,37 @@ def _wire(spec: Spec) -> tuple[dict[str, tuple[int, str]], list[tuple[str, Tenso
     return sources, external
 
 
+def _initial_values(spec: Spec) -> dict[str, torch.Tensor]:
+    """The first-tick value of every feedback input, from ``pipeline.initial_values``."""
+    targets = [c for consumers in spec.pipeline.feedback_flow.values() for c in consumers]
+    if not targets:
+        return {}
+    name = spec.pipeline.initial_values
+    path = spec.directory / name if name else None
+    if path is None or not path.is_file():
+        raise PipelineError(
+            f"pipeline {spec.name!r} has feedback inputs {targets} but no initial values file "
+            f"({path or 'pipeline.initial_values is not set'}); re-export the pipeline"
+        )
+    from safetensors.torch import load_file
+
+    values = load_file(str(path))
+    missing = [t for t in targets if t not in values]
+    if missing:
+        raise PipelineError(
+            f"{path}: no initial value for feedback input(s) {missing}; re-export the pipeline"
+        )
+    return {t: values[t] for t in targets}
+
+
 def _execution_order(spec: Spec, sources: Mapping[str, tuple[int, str]]) -> list[ModelSpec]:
     """Models ordered producers before consumers, otherwise in spec order."""
     needs = {
-        m.name: {sources[k][1].split("/", 1)[0] for k in sources if k.split("/", 1)[0] == m.name}
+        m.name: {
+            source.split("/", 1)[0]
+            for key, (where, source) in sources.items()
+            if where == 1 and key.split("/", 1)[0] == m.name
+        }
         for m in spec.models
     }
     order: list[ModelSpec] = []

@@ -62,7 +62,9 @@ class Session:
         self.open: dict[str, NodeTrace] = {}
 
     # ------------------------------------------------------------------------- inputs
-    def input_tensors(self, node: str, tensors: Mapping[str, Any]) -> tuple[TracedTensor, ...]:
+    def input_tensors(
+        self, node: str, tensors: Mapping[str, Any], *, state: bool = False
+    ) -> tuple[TracedTensor, ...]:
         trace = self.open.get(node)
         if trace is None:
             _check_name("node", node)
@@ -84,7 +86,34 @@ class Session:
                     "torch.as_tensor(...) before annotate.input_tensors."
                 )
             traced.append(trace.add_input(port, value, self._source(trace, port, value)))
+            if state:
+                trace.state_ports.append(port)
         return tuple(traced)
+
+    def update_state(self, node: str, tensors: Mapping[str, Any]) -> None:
+        trace = self.open.get(node)
+        where = user_location()
+        if trace is None:
+            raise SessionError(
+                f"annotate.update_state({node!r}) at {where}: node {node!r} is not open. Call "
+                f"annotate.state_tensors({node!r}, {{...}}) first, and update_state before "
+                "annotate.output_tensors closes the node."
+            )
+        for port, value in tensors.items():
+            if port not in trace.state_ports:
+                raise GraphError(
+                    f"node {node!r}: update_state at {where} names {port!r}, which is not a "
+                    f"state of the node (states: {trace.state_ports}); declare it with "
+                    f"annotate.state_tensors({node!r}, {{{port!r}: initial}})."
+                )
+            if port in trace.state_updates:
+                raise GraphError(
+                    f"node {node!r}: state {port!r} is updated twice (again at {where})."
+                )
+            trace.state_updates[port] = (
+                self._output_node(trace, port, value, False, where),
+                value,
+            )
 
     def _source(self, trace: NodeTrace, port: str, value: torch.Tensor) -> PortSource | None:
         """The published output ``value`` came from, or None for an external input."""
@@ -129,18 +158,33 @@ class Session:
             )
         export_with = _check_backend(node, export_with)
         constants, allowed_constant = _static(static_outputs)
+        missing = [port for port in trace.state_ports if port not in trace.state_updates]
+        if missing:
+            raise GraphError(
+                f"node {node!r}: state {missing} declared with annotate.state_tensors is never "
+                f"updated; call annotate.update_state({node!r}, {{...}}) before "
+                f"annotate.output_tensors at {where}."
+            )
         nodes: dict[str, Any] = {}
-        for port, value in [*tensors.items(), *constants.items()]:
+        values: dict[str, Any] = {}
+        states = {port: value for port, (_, value) in trace.state_updates.items()}
+        # Ports in spec order: the outputs, then the updated states, then static outputs.
+        for port, value in [*tensors.items(), *states.items(), *constants.items()]:
             _check_name(f"output of node {node!r}", port)
             if port in nodes:
                 raise GraphError(
                     f"node {node!r}: output {port!r} is declared twice at {where}; give each "
                     "output of a node its own name."
                 )
-            nodes[port] = self._output_node(trace, port, value, port in allowed_constant, where)
+            if port in trace.state_updates:
+                nodes[port] = trace.state_updates[port][0]
+            else:
+                allowed = port in allowed_constant
+                nodes[port] = self._output_node(trace, port, value, allowed, where)
+            values[port] = value
         if not nodes:
             raise GraphError(f"node {node!r} at {where} declares no outputs.")
-        trace.close(nodes, {**tensors, **constants}, export_with)
+        trace.close(nodes, values, export_with)
         del self.open[node]
         runs = self.runs[node]
         if runs:

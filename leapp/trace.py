@@ -62,6 +62,8 @@ class NodeTrace:
         self.output_examples: dict[str, torch.Tensor] = {}
         self.output_values: dict[str, torch.Tensor] = {}
         self.export_with: Any = None
+        self.state_ports: list[str] = []  # inputs declared with annotate.state_tensors
+        self.state_updates: dict[str, tuple[fx.Node, torch.Tensor]] = {}
         self._constants: dict[tuple[int, int], tuple[torch.Tensor, fx.Node]] = {}
         self._adopted: list[torch.Tensor] = []
 

@@ -1,0 +1,172 @@
+"""Recurrent state and feedback: traced, exported, and stepped by leapp.Pipeline exactly like
+the eager loop, with reset() restoring the initial state."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import leapp
+from leapp import annotate
+
+torch.manual_seed(3)
+GRU = torch.nn.GRUCell(4, 6).eval()
+HEAD = torch.nn.Linear(6, 2).eval()
+ENCODER = torch.nn.Linear(5 + 2, 5).eval()
+
+
+def gru_policy(obs, h):
+    """One tick of a recurrent policy with explicit state ``h``."""
+    obs = annotate.input_tensors("policy", {"obs": obs})
+    h = annotate.state_tensors("policy", {"h": h})
+    h_next = GRU(obs.unsqueeze(0), h.unsqueeze(0)).squeeze(0)
+    action = torch.tanh(HEAD(h_next))
+    h_next = annotate.update_state("policy", {"h": h_next})
+    annotate.output_tensors("policy", {"action": action}, export_with=BACKEND[0])
+    return action, h_next
+
+
+BACKEND = ["jit"]
+
+
+def export_gru(tmp_path, backend, ticks=3):
+    BACKEND[0] = backend
+    leapp.start("gru", save_path=tmp_path)
+    h = torch.zeros(6)
+    with torch.no_grad():
+        for _ in range(ticks):
+            _, h = gru_policy(torch.randn(4), h)
+    leapp.stop()
+    return leapp.compile_graph()
+
+
+@pytest.mark.parametrize("backend", ["jit", "onnx"])
+def test_gru_state_is_a_self_feedback_edge_with_an_initial_value(tmp_path, backend):
+    compiled = export_gru(tmp_path, backend)
+    spec = compiled.spec
+    assert [p.name for p in spec.model("policy").inputs] == ["obs", "h"]
+    assert [p.name for p in spec.model("policy").outputs] == ["action", "h"]
+    assert spec.pipeline.feedback_flow == {"policy/h": ("policy/h",)}
+    assert spec.pipeline.inputs == {"policy": ("obs",)}
+    assert spec.pipeline.outputs == {"policy": ("action",)}
+    assert spec.pipeline.initial_values == "gru_initial_values.safetensors"
+    assert (compiled.path.parent / "gru_initial_values.safetensors").is_file()
+
+
+@pytest.mark.parametrize("backend", ["jit", "onnx"])
+def test_gru_pipeline_matches_the_eager_loop_for_50_steps_and_resets(tmp_path, backend):
+    pipeline = leapp.Pipeline.load(export_gru(tmp_path, backend).path)
+    observations = [torch.randn(4) for _ in range(50)]
+    h = torch.zeros(6)
+    expected = []
+    with torch.no_grad():
+        for obs in observations:
+            action, h = gru_policy(obs, h)
+            expected.append((action, h))
+    for rounds in range(2):  # the second round after reset() must repeat the first exactly
+        for obs, (action, h) in zip(observations, expected, strict=True):
+            out = pipeline.step({"policy/obs": obs})
+            torch.testing.assert_close(out["policy/action"], action, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(out["policy/h"], h, rtol=1e-5, atol=1e-5)
+        pipeline.reset()
+
+
+def test_onnx_state_ports_are_named_in_and_out(tmp_path):
+    import onnxruntime
+
+    compiled = export_gru(tmp_path, "onnx")
+    session = onnxruntime.InferenceSession(str(compiled.path.parent / "policy.onnx"))
+    assert [i.name for i in session.get_inputs()] == ["obs", "h_in"]
+    assert [o.name for o in session.get_outputs()] == ["action", "h_out"]
+
+
+def preprocess(state, previous_action):
+    state, previous_action = annotate.input_tensors(
+        "preprocess", {"state": state, "previous_action": previous_action}
+    )
+    obs = ENCODER(torch.cat([state, previous_action * 0.5]))
+    annotate.output_tensors("preprocess", {"obs": obs}, export_with="jit")
+    return obs
+
+
+def act(obs):
+    obs = annotate.input_tensors("act", {"obs": obs})
+    action = torch.tanh(obs[:2] * 2.0)
+    annotate.output_tensors("act", {"action": action}, export_with="onnx")
+    return action
+
+
+def feedback_loop(states, first_action):
+    action, actions = first_action, []
+    with torch.no_grad():
+        for state in states:
+            action = act(preprocess(state, action))
+            actions.append(action)
+    return actions
+
+
+def test_previous_action_fed_back_is_recorded_as_feedback(tmp_path):
+    leapp.start("loop", save_path=tmp_path)
+    feedback_loop([torch.randn(5) for _ in range(3)], torch.zeros(2))
+    leapp.stop()
+    spec = leapp.compile_graph().spec
+    assert spec.pipeline.data_flow == {"preprocess/obs": ("act/obs",)}
+    assert spec.pipeline.feedback_flow == {"act/action": ("preprocess/previous_action",)}
+    assert spec.pipeline.inputs == {"preprocess": ("state",)}
+    assert spec.pipeline.outputs == {}
+
+
+def test_feedback_pipeline_matches_the_eager_loop_for_50_steps(tmp_path):
+    first = torch.full((2,), 0.25)
+    leapp.start("loop", save_path=tmp_path)
+    feedback_loop([torch.randn(5) for _ in range(2)], first)
+    leapp.stop()
+    pipeline = leapp.Pipeline.load(leapp.compile_graph().path)
+    states = [torch.randn(5) for _ in range(50)]
+    expected = feedback_loop(states, first)
+    for state, action in zip(states, expected, strict=True):
+        out = pipeline.step({"preprocess/state": state})
+        torch.testing.assert_close(out["act/action"], action, rtol=1e-5, atol=1e-5)
+
+
+def test_state_never_updated_is_reported(tmp_path):
+    leapp.start("p", save_path=tmp_path)
+    x = annotate.input_tensors("n", {"x": torch.ones(2)})
+    annotate.state_tensors("n", {"h": torch.zeros(2)})
+    with pytest.raises(leapp.GraphError, match=r"state \['h'\] .* never updated"):
+        annotate.output_tensors("n", {"y": x})
+
+
+def test_update_of_an_undeclared_state_is_rejected(tmp_path):
+    leapp.start("p", save_path=tmp_path)
+    x = annotate.input_tensors("n", {"x": torch.ones(2)})
+    with pytest.raises(leapp.GraphError, match=r"names 'h', which is not a state of the node"):
+        annotate.update_state("n", {"h": x})
+
+
+def test_input_fed_from_different_places_on_different_runs_is_rejected(tmp_path):
+    leapp.start("p", save_path=tmp_path)
+    a = annotate.input_tensors("a", {"x": torch.ones(2)})
+    y = annotate.output_tensors("a", {"y": a * 2})
+    for value in (y, torch.ones(2)):
+        b = annotate.input_tensors("b", {"y": value})
+        annotate.output_tensors("b", {"z": b + 1})
+    leapp.stop()
+    with pytest.raises(leapp.GraphError, match=r"b/y is fed from different places"):
+        leapp.compile_graph()
+
+
+def test_rerun_with_a_different_shape_is_rejected(tmp_path):
+    leapp.start("p", save_path=tmp_path)
+    for size in (2, 3):
+        x = annotate.input_tensors("n", {"x": torch.ones(size)})
+        if size == 2:
+            annotate.output_tensors("n", {"y": x * 2})
+    with pytest.raises(leapp.GraphError, match=r"node 'n' ran again .* different ports"):
+        annotate.output_tensors("n", {"y": x * 2})
+
+
+def test_annotations_for_state_pass_values_through_outside_a_session():
+    h = torch.zeros(3)
+    assert annotate.state_tensors("n", {"h": h}) is h
+    assert annotate.update_state("n", {"h": h}) is h
