@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from leapp import annotate
+from leapp.array import TracedArray
 from leapp.errors import (
     ExportError,
     GraphError,
@@ -52,6 +53,7 @@ __all__ = [
     "SessionError",
     "SpecError",
     "TraceError",
+    "TracedArray",
     "TracedTensor",
     "ValidationError",
     "annotate",

@@ -1,15 +1,16 @@
-"""Where in the user's code something happened: the first stack frame outside leapp and torch."""
+"""Where in the user's code something happened: the first frame outside leapp, torch, numpy."""
 
 from __future__ import annotations
 
 import os
 import sys
 
+import numpy
 import torch
 
-_SKIPPED = (
-    os.path.dirname(os.path.abspath(__file__)) + os.sep,
-    os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+_SKIPPED = tuple(
+    os.path.dirname(os.path.abspath(module.__file__)) + os.sep
+    for module in (sys.modules[__package__], torch, numpy)
 )
 
 

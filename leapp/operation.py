@@ -8,7 +8,8 @@
 - reflected operators (``2 / x``) are recorded as the equivalent call with the operands in order;
 - other Tensor methods stay ``call_method`` under their own name (``x.unsqueeze(0)``);
 - shape and dtype queries are metadata: run, never recorded;
-- ``bool()``, ``.item()``, ``.tolist()``... turn traced data into Python values and are refused.
+- ``bool()``, ``.item()``, ``.tolist()``... turn traced data into Python values and are refused;
+- ``tensor.numpy()`` crosses to NumPy (``to_numpy``): a TracedArray on the same graph node.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ __all__ = ["NUMBER_HINT", "Operation", "describe", "qualified_name"]
 
 @dataclass(frozen=True)
 class Operation:
-    kind: str  # call_function | call_method | metadata | python_value | unsupported
+    kind: str  # call_function | call_method | metadata | python_value | unsupported | to_numpy
     target: Any
     name: str
     mutates: bool = False
@@ -109,8 +110,11 @@ _PYTHON_VALUES = {
     "__index__": ("using a traced tensor as a Python index", NUMBER_HINT),
     "item": (".item()", NUMBER_HINT),
     "tolist": (".tolist()", NUMBER_HINT),
-    "numpy": (".numpy()", "Keep computing with torch operations inside the node."),
-    "__array__": ("np.asarray()", "Keep computing with torch operations inside the node."),
+    "__array__": (
+        "NumPy reading a traced tensor",
+        "Convert it with tensor.numpy() or np.asarray(tensor), which keep the trace, or keep "
+        "computing with torch operations.",
+    ),
 }
 
 
@@ -119,6 +123,8 @@ def describe(func: Any, args: tuple, kwargs: dict) -> Operation:
     name = getattr(func, "__name__", None) or repr(func)
     if name == "__get__":
         return _attribute(getattr(func.__self__, "__name__", "?"), args)
+    if name == "numpy":
+        return Operation("to_numpy", func, "Tensor.numpy()")
     if name in _PYTHON_VALUES:
         what, hint = _PYTHON_VALUES[name]
         return Operation("python_value", func, what, hint=hint)

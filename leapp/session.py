@@ -15,8 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
+from leapp import crossing
+from leapp.array import port_tensor, port_tensors
 from leapp.errors import ExportError, GraphError, SessionError, TraceError
 from leapp.location import user_location
 from leapp.tensor import TracedTensor
@@ -79,18 +82,20 @@ class Session:
                     f"node {node!r}: input {port!r} is declared twice (again at "
                     f"{user_location()}); give each input of a node its own name."
                 )
-            if not isinstance(value, torch.Tensor):
+            if not isinstance(value, (torch.Tensor, np.ndarray)):
                 raise TraceError(
                     f"node {node!r}: input {port!r} at {user_location()} is a "
-                    f"{type(value).__name__}, not a torch.Tensor; convert it with "
-                    "torch.as_tensor(...) before annotate.input_tensors."
+                    f"{type(value).__name__}, not a torch.Tensor or np.ndarray; convert it with "
+                    "torch.as_tensor(...) or np.asarray(...) before annotate.input_tensors."
                 )
-            traced.append(trace.add_input(port, value, self._source(trace, port, value)))
+            source = self._source(trace, port, port_tensor(value))
+            traced.append(trace.add_input(port, value, source))
             if state:
                 trace.state_ports.append(port)
         return tuple(traced)
 
     def update_state(self, node: str, tensors: Mapping[str, Any]) -> None:
+        tensors = port_tensors(tensors)  # traced NumPy arrays as their torch values
         trace = self.open.get(node)
         where = user_location()
         if trace is None:
@@ -149,6 +154,7 @@ class Session:
         export_with: Any,
         static_outputs: Mapping[str, torch.Tensor] | Iterable[str] | None,
     ) -> None:
+        tensors = port_tensors(tensors)  # traced NumPy arrays as their torch values
         trace = self.open.get(node)
         where = user_location()
         if trace is None:
@@ -158,6 +164,7 @@ class Session:
             )
         export_with = _check_backend(node, export_with)
         constants, allowed_constant = _static(static_outputs)
+        constants = port_tensors(constants)
         missing = [port for port in trace.state_ports if port not in trace.state_updates]
         if missing:
             raise GraphError(
@@ -214,6 +221,7 @@ class Session:
     # ------------------------------------------------------------------------ the end
     def stop(self) -> None:
         self.recording = False
+        crossing.deactivate()
         if self.open:
             where = ", ".join(f"{t.node!r} (opened at {t.location})" for t in self.open.values())
             for trace in self.open.values():
@@ -291,6 +299,7 @@ def start(name: str, save_path: str | os.PathLike = ".", *, freeze_python_values
             "leapp.stop() (and leapp.compile_graph()) first."
         )
     _active = Session(name, save_path, freeze_python_values)
+    crossing.activate()
     logger.info("recording pipeline %r", name)
     return _active
 

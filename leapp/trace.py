@@ -13,6 +13,7 @@ import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["NodeTrace", "PortSource", "dispatch"]
+__all__ = ["NodeTrace", "PortSource", "dispatch", "owning_trace", "python_value_of"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,14 @@ class NodeTrace:
 
     # ----------------------------------------------------------------- inputs and constants
     def add_input(self, name: str, value: torch.Tensor, source: PortSource | None) -> TracedTensor:
-        """Declare input port ``name`` and return the traced value that stands for it."""
+        """Declare input port ``name`` and return the traced value that stands for it.
+
+        An ``np.ndarray`` comes back as a :class:`~leapp.array.TracedArray` sharing its memory.
+        """
+        if isinstance(value, np.ndarray):
+            from leapp.array import traced_input
+
+            return traced_input(self, name, value, source)
         first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
         if first is None:
             placeholder = self.graph.placeholder(name)
@@ -185,14 +193,24 @@ class NodeTrace:
 
 def dispatch(func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
     """Run one torch call eagerly and record it into the open node that owns its arguments."""
-    traces = {id(t): t for t in map(trace_of, pytree.tree_leaves((args, kwargs))) if t}
+    leaves = pytree.tree_leaves((args, kwargs))
+    if any(isinstance(leaf, np.ndarray) for leaf in leaves):
+        from leapp.array import port_tensor  # NumPy arrays in a torch call: traced or constants
+
+        args, kwargs = pytree.tree_map_only(np.ndarray, port_tensor, (args, kwargs))
+        leaves = pytree.tree_leaves((args, kwargs))
+    traces = {id(t): t for t in map(trace_of, leaves) if t}
     trace = _owning_trace(func, list(traces.values()))
     op = describe(func, args, kwargs)
+    if op.kind == "to_numpy":
+        from leapp.array import array_from_tensor
+
+        return array_from_tensor(func, args, kwargs)
     if trace is None or op.kind == "metadata":
         with torch._C.DisableTorchFunctionSubclass():
             return func(*args, **kwargs)
     if op.kind == "python_value":
-        return _python_value(trace, op, func, args, kwargs)
+        return python_value_of(trace, op, func, args, kwargs)
     if op.kind == "unsupported":
         raise TraceError(
             f"node {trace.node!r}: {op.name} at {user_location()} cannot be recorded: {op.hint}"
@@ -205,10 +223,15 @@ def dispatch(func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
         result = func(*args, **kwargs)
     if isinstance(result, (bool, int, float, complex)):
         data = Operation("python_value", func, f"{op.name}()", hint=NUMBER_HINT)
-        return _python_value(trace, data, func, args, kwargs, result)
+        return python_value_of(trace, data, func, args, kwargs, result)
     node = trace.record(op, record_args, kwargs)
     node.meta["example_value"] = _example_of(result)
     return trace.wrap_result(result, node, args)
+
+
+def owning_trace(what: str, traces: list[NodeTrace]) -> NodeTrace | None:
+    """The single open trace among ``traces`` (the owners of the values ``what`` uses)."""
+    return _owning_trace(what, traces)
 
 
 def _owning_trace(func: Any, traces: list[NodeTrace]) -> NodeTrace | None:
@@ -218,7 +241,7 @@ def _owning_trace(func: Any, traces: list[NodeTrace]) -> NodeTrace | None:
         return None
     open_traces = [t for t in live if not t.closed]
     closed = [t for t in live if t.closed]
-    name = getattr(func, "__name__", repr(func))
+    name = func if isinstance(func, str) else getattr(func, "__name__", repr(func))
     if len(open_traces) > 1:
         a, b = open_traces[0].node, open_traces[1].node
         raise TraceError(
@@ -236,7 +259,7 @@ def _owning_trace(func: Any, traces: list[NodeTrace]) -> NodeTrace | None:
     return open_traces[0] if open_traces else None
 
 
-def _python_value(trace, op, func, args, kwargs, result=None):
+def python_value_of(trace, op, func, args, kwargs, result=None):
     """``.item()``, ``bool()``, ``float()``... on traced data: refuse, or freeze when allowed."""
     where = user_location()
     if not trace.session.freeze_python_values:

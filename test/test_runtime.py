@@ -253,12 +253,18 @@ def test_pipeline_rejects_a_node_without_artifact(tmp_path):
         load_model(spec, "idle")
 
 
-def test_pipeline_rejects_feedback_flow_for_now(seed):
+def test_pipeline_with_feedback_but_no_initial_values_file_is_rejected(seed):
     spec = seed[0]
     looped = dataclasses.replace(
-        spec, pipeline=dataclasses.replace(spec.pipeline, feedback_flow={"policy/action": ()})
+        spec,
+        pipeline=dataclasses.replace(
+            spec.pipeline,
+            data_flow={},
+            inputs={"preprocess": ("state", "velocity")},
+            feedback_flow={"preprocess/obs": ("policy/obs",)},
+        ),
     )
-    with pytest.raises(PipelineError, match="feedback_flow is not supported yet"):
+    with pytest.raises(PipelineError, match=r"feedback inputs \['policy/obs'\] but no initial"):
         Pipeline(looped)
 
 

@@ -63,7 +63,7 @@ def test_gru_pipeline_matches_the_eager_loop_for_50_steps_and_resets(tmp_path, b
         for obs in observations:
             action, h = gru_policy(obs, h)
             expected.append((action, h))
-    for rounds in range(2):  # the second round after reset() must repeat the first exactly
+    for _ in range(2):  # the second round after reset() must repeat the first exactly
         for obs, (action, h) in zip(observations, expected, strict=True):
             out = pipeline.step({"policy/obs": obs})
             torch.testing.assert_close(out["policy/action"], action, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,363 @@
+"""TracedArray: a NumPy array that records what is done to it as torch operations.
+
+Arrays handed to ``annotate.input_tensors`` come back as :class:`TracedArray`, an ``np.ndarray``
+subclass that shares memory with the array passed in. NumPy calls on it run eagerly with NumPy's
+own semantics and are also recorded, as their torch equivalents from :mod:`leapp.numpy_ops`, into
+the node's ``torch.fx`` graph, so every exported artifact is a torch graph::
+
+    state = annotate.input_tensors("prep", {"state": np.zeros(6, np.float32)})
+    obs = np.clip((state - MEAN) / STD, -5, 5)[::-1]        # recorded as torch.sub, torch.div,
+    annotate.output_tensors("prep", {"obs": obs})          # torch.clamp, torch.flip
+
+Interception uses NumPy's documented protocols: ``__array_ufunc__`` (ufuncs and operators),
+``__array_function__`` (``np.concatenate``, ``np.sum``...), plus the ndarray methods, indexing
+and item assignment defined here. The recording itself lives in :mod:`leapp.numpy_trace`.
+
+Crossing to torch keeps the trace: ``torch.from_numpy(a)`` / ``torch.as_tensor(a)`` return a
+:class:`~leapp.tensor.TracedTensor` on the same graph node (see :mod:`leapp.crossing`), and
+``tensor.numpy()`` / ``np.asarray(tensor)`` return a TracedArray.
+
+What cannot be seen: NumPy writing a traced array into a *plain* array (``buf = np.zeros(9);
+buf[:6] = state``) copies the values without any hook, so ``buf`` would be a frozen constant.
+Create buffers from traced values instead (``buf = np.zeros_like(...)``) or use
+``np.concatenate``.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+import weakref
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from leapp.errors import TraceError
+from leapp.tensor import TracedTensor, wrap
+
+if TYPE_CHECKING:
+    from torch.fx import Node
+
+    from leapp.trace import NodeTrace
+
+__all__ = [
+    "TracedArray",
+    "array_from_tensor",
+    "constant_tensor",
+    "numpy_dtype",
+    "port_tensor",
+    "port_tensors",
+    "tensor_view",
+    "torch_dtype",
+    "traced_input",
+    "wrap_array",
+]
+
+
+def _trace_module():
+    from leapp import numpy_trace
+
+    return numpy_trace
+
+
+class TracedArray(np.ndarray):
+    """An array owned by one run of one pipeline node.
+
+    ``_leapp_trace`` is the :class:`~leapp.trace.NodeTrace` recording it and ``_leapp_node`` the
+    fx node that computes its current value. An array NumPy derived from a traced one without
+    leapp seeing it (an ndarray method outside leapp's table) has ``_leapp_node`` None: using it
+    inside the node raises instead of exporting a wrong graph.
+    """
+
+    _leapp_trace: NodeTrace | None = None
+    _leapp_node: Node | None = None
+    _leapp_twin: TracedTensor | None = None  # the torch view of this array on the same node
+    _leapp_twin_shared: bool = False  # whether the twin shares this array's memory
+    _leapp_stale: str | None = None  # where a write made this array's graph value outdated
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self._leapp_trace = getattr(obj, "_leapp_trace", None)
+        self._leapp_node = None
+        self._leapp_twin = None
+        self._leapp_stale = None
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _trace_module().call_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _trace_module().call_function(func, args, kwargs)
+
+    # ------------------------------------------------------------- indexing and writes
+    def __getitem__(self, key):
+        return _trace_module().getitem(self, key)
+
+    def __setitem__(self, key, value) -> None:
+        _trace_module().assign(self, key, value, "item assignment")
+
+    def fill(self, value) -> None:
+        _trace_module().assign(self, Ellipsis, value, "ndarray.fill")
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(len(self)))
+
+    # ----------------------------------------------------------------- shape methods
+    def reshape(self, *shape, order="C", copy=None):
+        shape = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        options = {} if copy is None else {"copy": copy}  # NumPy < 2.1 has no copy=
+        return np.reshape(self, shape, order=order, **options)
+
+    def transpose(self, *axes):
+        axes = axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes
+        return np.transpose(self, axes or None)
+
+    @property
+    def T(self):  # noqa: N802 - NumPy's name
+        return np.transpose(self)
+
+    @property
+    def mT(self):  # noqa: N802 - NumPy's name
+        return np.swapaxes(self, -1, -2)
+
+    def flatten(self, order="C"):
+        return np.copy(np.ravel(self, order))
+
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        return _trace_module().astype(self, dtype, order=order, casting=casting, copy=copy)
+
+    @property
+    def shape(self):
+        return np.ndarray.shape.__get__(self)
+
+    @shape.setter
+    def shape(self, value) -> None:
+        _trace_module().set_shape(self, value)
+
+    # ------------------------------------------------------- values leaving the graph
+    def __bool__(self) -> bool:
+        return _trace_module().python_value(self, "bool()/if/while on a traced array", bool)
+
+    def __float__(self) -> float:
+        return _trace_module().python_value(self, "float()", float)
+
+    def __int__(self) -> int:
+        return _trace_module().python_value(self, "int()", int)
+
+    def __complex__(self) -> complex:
+        return _trace_module().python_value(self, "complex()", complex)
+
+    def __index__(self) -> int:
+        return _trace_module().python_value(
+            self, "using a traced array as a Python index", lambda a: a.__index__()
+        )
+
+    def __contains__(self, value) -> bool:
+        return _trace_module().python_value(
+            self, "'in' on a traced array", lambda a: a.__contains__(value)
+        )
+
+    def item(self, *args):
+        return _trace_module().python_value(self, ".item()", lambda a: a.item(*args))
+
+    def tolist(self):
+        return _trace_module().python_value(self, ".tolist()", lambda a: a.tolist())
+
+    def tobytes(self, order="C"):
+        return _trace_module().python_value(self, ".tobytes()", lambda a: a.tobytes(order))
+
+    # ----------------------------------------------------------------- plain helpers
+    def __repr__(self) -> str:
+        owner = f", node={self._leapp_trace.node!r}" if self._leapp_trace is not None else ""
+        return f"TracedArray({np.ndarray.__repr__(self.view(np.ndarray))}{owner})"
+
+    def __str__(self) -> str:
+        return str(self.view(np.ndarray))
+
+    def __format__(self, spec: str) -> str:
+        return format(self.view(np.ndarray), spec)
+
+    def __copy__(self):
+        return np.copy(self)
+
+    def __deepcopy__(self, memo):
+        return np.copy(self)
+
+    def __reduce__(self):
+        return self.view(np.ndarray).__reduce__()
+
+
+def _forward(function: Any, name: str):
+    def method(self, *args, **kwargs):
+        return function(self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = (
+        f"``ndarray.{name}``, traced as ``{function.__module__}.{function.__name__}``."
+    )
+    return method
+
+
+def _in_place(name: str, hint: str):
+    def method(self, *args, **kwargs):
+        _trace_module().refuse(self, f"ndarray.{name} (in place)", hint)
+        return getattr(self.view(np.ndarray), name)(*args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+# ndarray methods that are the NumPy function of the same meaning, traced through it.
+for _name, _function in {
+    "sum": np.sum, "prod": np.prod, "mean": np.mean, "std": np.std, "var": np.var,
+    "max": np.max, "min": np.min, "argmax": np.argmax, "argmin": np.argmin, "any": np.any,
+    "all": np.all, "cumsum": np.cumsum, "cumprod": np.cumprod, "clip": np.clip,
+    "round": np.round, "squeeze": np.squeeze, "swapaxes": np.swapaxes, "repeat": np.repeat,
+    "dot": np.dot, "copy": np.copy, "ravel": np.ravel, "nonzero": np.nonzero,
+    "argsort": np.argsort, "take": np.take, "diagonal": np.diagonal, "trace": np.trace,
+    "conj": np.conjugate, "conjugate": np.conjugate, "ptp": np.ptp, "compress": np.compress,
+    "searchsorted": np.searchsorted, "choose": np.choose,
+}.items():  # fmt: skip
+    setattr(TracedArray, _name, _forward(_function, _name))
+for _name in ("sort", "partition", "put", "resize", "itemset", "setfield", "byteswap"):
+    setattr(TracedArray, _name, _in_place(_name, "use the NumPy function that returns a copy"))
+
+
+# ------------------------------------------------------------------------------ dtypes
+@functools.cache
+def torch_dtype(dtype: Any) -> torch.dtype:
+    """The torch dtype of a NumPy dtype (``float32`` -> ``torch.float32``)."""
+    dtype = np.dtype(dtype)
+    try:
+        return torch.from_numpy(np.empty(0, dtype.newbyteorder("="))).dtype
+    except TypeError as e:
+        raise TraceError(
+            f"NumPy dtype {dtype} has no torch equivalent, so it cannot be traced; convert the "
+            "array with .astype(np.float32) (or another numeric dtype) first."
+        ) from e
+
+
+@functools.cache
+def numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    """The NumPy dtype of a torch dtype (``torch.float32`` -> ``float32``)."""
+    try:
+        return torch.empty(0, dtype=dtype).numpy().dtype
+    except TypeError as e:
+        raise TraceError(f"torch dtype {dtype} has no NumPy equivalent.") from e
+
+
+def _as_torch(plain: np.ndarray) -> tuple[torch.Tensor, bool]:
+    """A torch tensor with ``plain``'s values, and whether it shares ``plain``'s memory."""
+    torch_dtype(plain.dtype)  # unsupported dtypes raise a TraceError naming the dtype
+    shared = plain.dtype.isnative and all(s >= 0 for s in plain.strides)
+    source = plain if shared else np.ascontiguousarray(plain, plain.dtype.newbyteorder("="))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # read-only arrays: leapp never writes through it
+        try:
+            return torch.from_numpy(source), shared
+        except (ValueError, TypeError):
+            return torch.from_numpy(source.copy()), False
+
+
+def constant_tensor(value: np.ndarray) -> torch.Tensor:
+    """A copy of an untraced array as a torch tensor, frozen into the graph when used."""
+    plain = np.asarray(value.view(np.ndarray) if isinstance(value, np.ndarray) else value)
+    return _as_torch(plain.copy())[0]
+
+
+# -------------------------------------------------------------------- traced values
+_LIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # trace -> [weakref(array)]
+
+
+def wrap_array(
+    value: np.ndarray, trace: NodeTrace, node: Node, twin: TracedTensor | None = None
+) -> TracedArray:
+    """Return a TracedArray viewing ``value``'s memory, recorded as ``node`` of ``trace``."""
+    traced = np.asarray(value).view(np.ndarray).view(TracedArray)
+    traced._leapp_trace = trace
+    traced._leapp_node = node
+    if twin is not None:
+        traced._leapp_twin = twin
+        traced._leapp_twin_shared = _shares(traced, twin)
+    live = _LIVE.setdefault(trace, [])
+    if len(live) > 64 and len(live) % 64 == 0:
+        live[:] = [ref for ref in live if ref() is not None]
+    live.append(weakref.ref(traced))
+    return traced
+
+
+def _shares(array: np.ndarray, tensor: torch.Tensor) -> bool:
+    with torch._C.DisableTorchFunctionSubclass():
+        plain = tensor.detach().as_subclass(torch.Tensor)
+        if plain.numel() == 0:
+            return False
+        return plain.data_ptr() == array.view(np.ndarray).__array_interface__["data"][0]
+
+
+def live_arrays(trace: NodeTrace) -> list[TracedArray]:
+    """The TracedArrays of ``trace`` that are still referenced somewhere."""
+    return [a for a in (ref() for ref in _LIVE.get(trace, ())) if a is not None]
+
+
+def tensor_view(array: TracedArray) -> TracedTensor:
+    """The TracedTensor on the same graph node as ``array`` (sharing its memory if it can)."""
+    _trace_module().check_usable(array)
+    twin = array._leapp_twin
+    if twin is not None and twin._leapp_node is array._leapp_node:
+        return twin
+    tensor, shared = _as_torch(array.view(np.ndarray))
+    twin = wrap(tensor, array._leapp_trace, array._leapp_node)
+    array._leapp_twin, array._leapp_twin_shared = twin, shared
+    return twin
+
+
+def rebind(array: TracedArray, node: Node) -> None:
+    """``array`` now holds the value of ``node`` (after a write); keep its twin in step."""
+    array._leapp_node = node
+    twin = array._leapp_twin
+    if twin is not None and array._leapp_twin_shared and twin.shape == array.shape:
+        twin._leapp_node = node
+    else:
+        array._leapp_twin = None
+
+
+def traced_input(trace: NodeTrace, name: str, value: np.ndarray, source: Any) -> TracedArray:
+    """Declare input ``name`` of ``trace`` from an array; the result shares its memory."""
+    plain = value.view(np.ndarray)
+    tensor, shared = _as_torch(plain)
+    twin = trace.add_input(name, tensor, source)
+    return wrap_array(plain, trace, twin._leapp_node, twin if shared else None)
+
+
+def array_from_tensor(func: Any, args: tuple, kwargs: dict) -> np.ndarray:
+    """``tensor.numpy()`` on a TracedTensor: a TracedArray on the same node, same memory."""
+    tensor = args[0]
+    with torch._C.DisableTorchFunctionSubclass():
+        plain = func(tensor.as_subclass(torch.Tensor), *args[1:], **kwargs)
+    trace = getattr(tensor, "_leapp_trace", None)
+    if trace is None or not trace.session.recording:
+        return plain
+    return wrap_array(plain, trace, tensor._leapp_node, twin=tensor)
+
+
+def is_live(value: Any) -> bool:
+    """Whether ``value`` is a TracedArray/TracedTensor of a session that is recording."""
+    trace = getattr(value, "_leapp_trace", None)
+    traced = isinstance(value, (TracedArray, TracedTensor))
+    return traced and trace is not None and trace.session.recording
+
+
+def port_tensor(value: Any) -> Any:
+    """What a node port holds, as torch: the TracedTensor of a live TracedArray, else ``value``."""
+    if isinstance(value, TracedArray) and is_live(value):
+        return tensor_view(value)
+    if isinstance(value, np.ndarray):
+        return constant_tensor(value)
+    return value
+
+
+def port_tensors(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with every array turned into the torch value that stands for it."""
+    return {name: port_tensor(value) for name, value in values.items()}
