@@ -1,0 +1,94 @@
+"""Launch an exported leapp pipeline as a graph of ROS 2 nodes.
+
+    ros2 launch leapp_ros pipeline.launch.py pipeline:=/path/to/export
+    ros2 launch leapp_ros pipeline.launch.py pipeline:=/path/to/export/torch_pipeline.yaml \\
+        namespace:=robot1 composed:=true log_level:=warn params_file:=/path/to/params.yaml
+
+Arguments:
+    pipeline     the export folder, or its <name>.yaml spec (required)
+    namespace    ROS namespace of every node (default: the pipeline name)
+    composed     false: one leapp_node process per pipeline node (default);
+                 true: every node in one leapp_container process, on one executor
+    log_level    debug | info | warn | error | fatal (default: info)
+    params_file  a ROS 2 parameters YAML for every node (firing, rate_hz, max_input_age,
+                 qos_overrides; see config/leapp_ros.yaml), empty for none (default)
+
+The spec is loaded (checksums verified) and planned when the launch runs, so a missing export
+or an invalid spec stops the launch with the spec's own message. Processes and their arguments
+come from leapp_ros.processes, the same description `leapp-ros run` uses where ROS 2 comes
+from pip.
+"""
+
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.launch_description import LaunchDescription
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+import leapp.spec
+from leapp_ros.plan import make_plan
+from leapp_ros.processes import ProcessPlan, plan_processes
+
+
+def generate_launch_description() -> LaunchDescription:
+    """The launch arguments, and the nodes of the pipeline once they are known."""
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument(
+                "pipeline", description="export folder, or its <name>.yaml spec"
+            ),
+            DeclareLaunchArgument(
+                "namespace",
+                default_value="",
+                description="ROS namespace of the nodes (empty: the pipeline name)",
+            ),
+            DeclareLaunchArgument(
+                "composed",
+                default_value="false",
+                choices=["true", "false"],
+                description="true: every node in one leapp_container process",
+            ),
+            DeclareLaunchArgument(
+                "log_level",
+                default_value="info",
+                description="log level of the nodes: debug, info, warn, error or fatal",
+            ),
+            DeclareLaunchArgument(
+                "params_file",
+                default_value="",
+                description="ROS 2 parameters YAML for every node (empty: none)",
+            ),
+            OpaqueFunction(function=launch_pipeline),
+        ]
+    )
+
+
+def launch_pipeline(context, *args, **kwargs):
+    """Load the spec, plan the graph and return one launch_ros Node per process."""
+    value = lambda name: LaunchConfiguration(name).perform(context).strip()  # noqa: E731
+    spec = leapp.spec.load(value("pipeline"))
+    plan = make_plan(spec, namespace=value("namespace") or None)
+    processes = plan_processes(
+        plan,
+        composed=value("composed").lower() == "true",
+        log_level=value("log_level") or "info",
+        params_file=value("params_file") or None,
+    )
+    return [ros_node(process) for process in processes]
+
+
+def ros_node(process: ProcessPlan) -> Node:
+    """``process`` as a launch_ros Node of the leapp_ros package."""
+    parameters = []
+    if process.parameters:
+        parameters.append(dict(process.parameters))  # spec_path, pipeline_node
+    if process.params_file is not None:
+        parameters.append(str(process.params_file))
+    return Node(
+        package="leapp_ros",
+        executable=process.executable,
+        name=process.node_name,  # None for the container: its nodes keep their own names
+        namespace=process.namespace,  # None for the container: it takes --namespace
+        parameters=parameters or None,
+        arguments=[*process.arguments, "--ros-args", "--log-level", process.log_level or "info"],
+        output="screen",
+    )

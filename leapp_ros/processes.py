@@ -1,0 +1,200 @@
+"""The operating-system processes that run a pipeline plan, and their command lines.
+
+One process per pipeline node by default (the ``leapp_node`` executable, or
+``python -m leapp_ros.node``), or every node in one ``leapp_container`` process. The same
+description serves :mod:`leapp_ros.runner` (which starts the processes itself where ROS 2 comes
+from pip) and ``launch/pipeline.launch.py`` (which hands them to ``launch_ros``), so both start
+exactly the same thing; :func:`start_process` starts one the way the runner needs. No rclpy
+import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from leapp_ros.plan import PipelinePlan, PlanError, check_namespace, make_plan
+
+__all__ = [
+    "LOG_LEVELS",
+    "ProcessPlan",
+    "describe_exit",
+    "load_plan",
+    "plan_processes",
+    "start_process",
+]
+
+LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
+
+
+@dataclass(frozen=True)
+class ProcessPlan:
+    """One process of a graph, described for both :mod:`leapp_ros.runner` and ``launch_ros``.
+
+    ``executable`` is the console script (``leapp_node`` / ``leapp_container``) that
+    ``launch_ros.actions.Node`` starts; ``module`` is what the runner runs with ``python -m``.
+    ``arguments`` come before ``--ros-args``; ``node_name``, ``namespace``, ``parameters``,
+    ``params_file`` and ``log_level`` become ROS arguments. ``pipeline_nodes`` are the nodes
+    whose ready lines make the process ready.
+    """
+
+    label: str
+    executable: str
+    module: str
+    pipeline_nodes: tuple[str, ...]
+    arguments: tuple[str, ...] = ()
+    node_name: str | None = None
+    namespace: str | None = None
+    parameters: tuple[tuple[str, str], ...] = ()
+    params_file: Path | None = None
+    log_level: str | None = None
+
+    @property
+    def reports_ready(self) -> bool:
+        """Whether the INFO ``ready`` line is visible at this process's log level."""
+        return self.log_level in (None, "debug", "info")
+
+    def ros_arguments(self) -> list[str]:
+        """The arguments that follow ``--ros-args``."""
+        args: list[str] = []
+        if self.node_name is not None:
+            args += ["-r", f"__node:={self.node_name}"]
+        if self.namespace is not None:
+            args += ["-r", f"__ns:={self.namespace}"]
+        for name, value in self.parameters:
+            quoted = value.replace("'", "''")  # values are read as YAML: keep strings strings
+            args += ["-p", f"{name}:='{quoted}'"]
+        if self.params_file is not None:
+            args += ["--params-file", str(self.params_file)]
+        if self.log_level is not None:
+            args += ["--log-level", self.log_level]
+        return args
+
+    def argv(self, python: str | None = None) -> list[str]:
+        """The command line: ``python -m <module> <arguments> --ros-args ...``."""
+        ros = self.ros_arguments()
+        tail = ["--ros-args", *ros] if ros else []
+        return [python or sys.executable, "-m", self.module, *self.arguments, *tail]
+
+
+def plan_processes(
+    plan: PipelinePlan,
+    *,
+    composed: bool = False,
+    log_level: str | None = None,
+    params_file: str | os.PathLike[str] | None = None,
+) -> tuple[ProcessPlan, ...]:
+    """The processes that run ``plan``: one per node, or one container when ``composed``.
+
+    Raises:
+        PlanError: ``log_level`` is not one of :data:`LOG_LEVELS`, or ``params_file`` is not
+            an existing file.
+    """
+    level = None if log_level is None else log_level.lower()
+    if level is not None and level not in LOG_LEVELS:
+        raise PlanError(f"unknown log level {log_level!r}; use one of {', '.join(LOG_LEVELS)}")
+    params = None if params_file is None else Path(params_file).absolute()
+    if params is not None and not params.is_file():
+        raise PlanError(
+            f"parameters file {params} does not exist; pass a ROS 2 parameters YAML "
+            "(config/leapp_ros.yaml of the leapp_ros package shows every option)"
+        )
+    spec_path = str(Path(plan.spec_path).absolute())
+    if composed:
+        return (
+            ProcessPlan(
+                label=plan.name,
+                executable="leapp_container",
+                module="leapp_ros.container",
+                pipeline_nodes=tuple(node.name for node in plan.nodes),
+                arguments=(spec_path, "--namespace", plan.namespace),
+                params_file=params,
+                log_level=level,
+            ),
+        )
+    return tuple(
+        ProcessPlan(
+            label=node.name,
+            executable="leapp_node",
+            module="leapp_ros.node",
+            pipeline_nodes=(node.name,),
+            node_name=node.name,
+            namespace=plan.namespace,
+            parameters=(("spec_path", spec_path), ("pipeline_node", node.name)),
+            params_file=params,
+            log_level=level,
+        )
+        for node in plan.nodes
+    )
+
+
+def load_plan(
+    source: PipelinePlan | str | os.PathLike[str], namespace: str | None = None
+) -> PipelinePlan:
+    """``source`` as a plan: an export folder or YAML is loaded (checksums verified) and
+    planned, a plan is taken as is; ``namespace`` overrides the plan's namespace.
+
+    Raises:
+        SpecError: the export is missing or its spec is invalid.
+        PlanError: the spec cannot be mapped onto ROS 2, or ``namespace`` is invalid.
+    """
+    if isinstance(source, PipelinePlan):
+        if namespace is None:
+            return source
+        return replace(source, namespace=check_namespace(namespace))
+    from leapp import spec as spec_module
+
+    return make_plan(spec_module.load(source), namespace=namespace)
+
+
+def start_process(argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """Start ``argv`` with stdout and stderr piped, in a process group of its own (so a
+    terminal's Ctrl-C reaches only the parent, which decides how to stop it). On Linux the
+    process also gets SIGTERM should the thread that started it end, so it never outlives
+    its runner."""
+    return subprocess.Popen(
+        list(argv),
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=_parent_death_hook(),
+    )
+
+
+def describe_exit(code: int) -> str:
+    """``exited with code 3`` or ``was killed by SIGKILL``."""
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        return f"was killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"was killed by signal {-code}"
+
+
+_prctl: Any = None  # libc's prctl once looked up; False where there is none
+
+
+def _parent_death_hook() -> Callable[[], None] | None:
+    """On Linux, a ``preexec_fn`` that asks for SIGTERM when the starting thread ends."""
+    global _prctl
+    if _prctl is None:
+        _prctl = False
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            with contextlib.suppress(OSError, AttributeError):
+                _prctl = ctypes.CDLL(None, use_errno=True).prctl
+    return _set_parent_death_signal if _prctl else None
+
+
+def _set_parent_death_signal() -> None:
+    _prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG, in the child between fork and exec

@@ -1,0 +1,485 @@
+"""Run a pipeline's ROS 2 graph without ``ros2 launch``: start, supervise and stop its processes.
+
+Where ROS 2 comes from pip there is no launch system, so this module does its job for leapp
+graphs: one process per pipeline node (``python -m leapp_ros.node --ros-args -r __node:=<node>
+-r __ns:=<ns> -p spec_path:=<spec>``), or all nodes in one ``python -m leapp_ros.container``
+process with ``composed=True``. ::
+
+    from leapp_ros.runner import run_graph
+
+    with run_graph("exports/torch_pipeline", env={"ROS_DOMAIN_ID": "7"}) as graph:
+        if not graph.wait_ready(timeout_s=30):
+            raise SystemExit(graph.failure or "not ready in time")
+        ...  # talk to the /torch_pipeline/... topics
+    # leaving the block stops every process
+
+- Output: each line a process writes is passed on with its label in front (``[policy] ...``),
+  stdout to stdout, stderr to stderr.
+- Readiness: a process is ready once each of its pipeline nodes has logged
+  ``leapp node '<name>' ready`` (INFO). At log level warn or above that line is hidden, so a
+  process then counts as ready as soon as it runs.
+- Failure: a process that exits without being asked to is reported (label, pid, exit code or
+  signal, its last stderr lines), the others are stopped and the exit code is 1 (2 when the
+  process exited with 2, a node's code for a configuration problem). With ``restart=True`` it
+  is started again after a backoff (0.5 s, doubling up to 8 s) instead, unless it exited with
+  2 (a restart cannot fix that) or was restarted :attr:`RestartPolicy.max_restarts` times
+  within :attr:`RestartPolicy.window_s` seconds already.
+- Stop: SIGINT to every process (each runs in a process group of its own, so a terminal's
+  Ctrl-C reaches the runner only), ``stop_timeout_s`` to exit, then SIGTERM, then SIGKILL.
+  The exit code is 0 when every process exited with 0 (or, still starting, died of the
+  signal itself). On Linux a child also gets SIGTERM should the runner die: none is orphaned.
+
+:func:`serve` is what ``leapp-ros run`` calls: SIGINT and SIGTERM become a clean stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import selectors
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, TextIO
+
+from leapp_ros.plan import PipelinePlan
+from leapp_ros.processes import (
+    ProcessPlan,
+    describe_exit,
+    load_plan,
+    plan_processes,
+    start_process,
+)
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "READY_PATTERN",
+    "RestartPolicy",
+    "RunningGraph",
+    "make_graph",
+    "run_graph",
+    "serve",
+]
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # a process failed, or did not stop cleanly
+EXIT_USAGE = 2  # bad arguments, missing export, invalid spec (also a node's startup error)
+READY_PATTERN = re.compile(r"leapp node '([^']+)' ready")
+_TAIL_LINES = 20
+_MAX_LINE = 1 << 16  # longer output without a newline is passed on in pieces
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """At most ``max_restarts`` restarts of a process within ``window_s`` seconds; the first
+    after ``backoff_s``, each next one after twice as long, up to ``max_backoff_s``."""
+
+    max_restarts: int = 5
+    window_s: float = 60.0
+    backoff_s: float = 0.5
+    max_backoff_s: float = 8.0
+
+    def delay(self, recent: int) -> float:
+        """The wait before the restart that follows ``recent`` restarts within the window."""
+        return min(self.backoff_s * 2**recent, self.max_backoff_s)
+
+
+@dataclass(eq=False)
+class _Child:
+    """State of one supervised process; changed by the supervisor thread only (``ready``
+    under the graph's lock, since other threads read it)."""
+
+    plan: ProcessPlan
+    argv: list[str]
+    popen: subprocess.Popen[bytes] | None = None
+    ready: set[str] = field(default_factory=set)
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=_TAIL_LINES))
+    partial: dict[int, bytes] = field(default_factory=dict)
+    restarts: deque[float] = field(default_factory=deque)  # when each recent restart happened
+    restart_at: float | None = None  # a restart is due at this time.monotonic()
+    starts: int = 0
+    announced: bool = False
+
+    @property
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    @property
+    def is_ready(self) -> bool:
+        nodes = set(self.plan.pipeline_nodes)
+        return self.running and (not self.plan.reports_ready or self.ready >= nodes)
+
+
+class RunningGraph:
+    """The processes of one graph, started, watched and stopped by one supervisor thread.
+
+    :func:`run_graph` returns one already started. :meth:`wait_ready` blocks until every
+    process is ready; :meth:`stop` (or leaving a ``with`` block) stops them all and returns
+    the exit code: 0 when each exited with 0, 1 when one failed or had to be killed, 2 when
+    one failed with exit code 2 (a node's startup/configuration error).
+    """
+
+    def __init__(
+        self,
+        processes: Sequence[ProcessPlan],
+        *,
+        name: str = "graph",
+        env: Mapping[str, str] | None = None,
+        restart: bool = False,
+        restart_policy: RestartPolicy | None = None,
+        stop_timeout_s: float = 10.0,
+        term_timeout_s: float = 3.0,
+        python: str | None = None,
+        stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
+    ):
+        if not processes:
+            raise ValueError(f"{name}: nothing to run (no processes given)")
+        self.name = name
+        self._children = [_Child(p, p.argv(python)) for p in processes]
+        self._env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+        self._restart = restart
+        self._policy = restart_policy or RestartPolicy()
+        self._timeouts = (stop_timeout_s, term_timeout_s, 2.0)
+        self._streams = (stdout, stderr)
+        self._selector = selectors.DefaultSelector()
+        self._changed = threading.Condition()
+        self._stop_reason: str | None = None
+        self._hurry = False
+        self._thread: threading.Thread | None = None
+        self._graph_ready = False
+        self.failure: str | None = None  # why the graph stopped by itself, if it did
+        self._failure_code = EXIT_FAILED
+        self.exit_code: int | None = None  # set once every process has stopped
+
+    def start(self) -> RunningGraph:
+        """Start every process (from the supervisor thread) and return at once."""
+        if self._thread is not None:
+            raise RuntimeError(f"{self.name}: the graph was started already")
+        self._thread = threading.Thread(target=self._supervise, name=f"runner {self.name}")
+        self._thread.daemon = True
+        self._thread.start()
+        return self
+
+    @property
+    def pids(self) -> dict[str, int | None]:
+        """The process id of every process by label (None while it is not running)."""
+        return {c.plan.label: c.popen.pid if c.running else None for c in self._children}
+
+    def is_ready(self) -> bool:
+        """Whether every process is running and ready."""
+        with self._changed:
+            return all(child.is_ready for child in self._children)
+
+    def wait_ready(self, timeout_s: float | None = None) -> bool:
+        """Block until every process is ready; False on timeout or when the graph stopped
+        first (:attr:`failure` then says why)."""
+        with self._changed:
+            done = lambda: self.exit_code is not None or self.is_ready()  # noqa: E731
+            self._changed.wait_for(done, timeout_s)
+            return self.exit_code is None and self.is_ready()
+
+    def request_stop(self, reason: str = "stop requested") -> None:
+        """Ask for a stop and return at once; safe in a signal handler. Asking again while
+        the processes stop sends SIGTERM without waiting for SIGINT to work."""
+        if self._stop_reason is not None:
+            self._hurry = True
+        else:
+            self._stop_reason = reason
+
+    def wait(self, timeout_s: float | None = None) -> int | None:
+        """Block until every process has stopped; the exit code, or None on timeout."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while self._thread is not None and self._thread.is_alive():
+            left = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
+            if left <= 0:
+                return None
+            self._thread.join(left)  # short joins let signal handlers run
+        return self.exit_code
+
+    def stop(self, timeout_s: float | None = None) -> int | None:
+        """Stop every process (SIGINT, then SIGTERM, then SIGKILL); the exit code."""
+        self.request_stop()
+        return self.wait(timeout_s)
+
+    def __enter__(self) -> RunningGraph:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # --- the supervisor thread: the only one that starts, reads, reaps and signals ---------
+
+    def _supervise(self) -> None:
+        code = EXIT_FAILED
+        try:
+            for child in self._children:
+                self._spawn(child)
+            while self._stop_reason is None and self.failure is None:
+                self._pump(0.1)
+                self._check_children()
+            if self._stop_reason is not None and self.failure is None:
+                logger.info("%s: %s; stopping every process", self.name, self._stop_reason)
+            code = self._shutdown()
+        except Exception as error:
+            self.failure = f"{self.name}: the runner failed ({error!r}); killed every process"
+            logger.exception("%s", self.failure)
+            for child in self._children:
+                self._signal(child, signal.SIGKILL)
+        finally:
+            for child in self._children:
+                if child.popen is not None:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        child.popen.wait(2.0)
+            self._selector.close()
+            with self._changed:
+                self.exit_code = code
+                self._changed.notify_all()
+
+    def _spawn(self, child: _Child) -> None:
+        with self._changed:
+            child.ready.clear()
+        child.tail.clear()
+        child.restart_at, child.announced = None, False
+        child.starts += 1
+        child.popen = start_process(child.argv, self._env)
+        for pipe, is_stderr in ((child.popen.stdout, False), (child.popen.stderr, True)):
+            assert pipe is not None
+            os.set_blocking(pipe.fileno(), False)
+            self._selector.register(pipe, selectors.EVENT_READ, (child, is_stderr))
+        logger.info("%s: started '%s' (pid %d)", self.name, child.plan.label, child.popen.pid)
+        logger.debug("%s: '%s' is %s", self.name, child.plan.label, shlex.join(child.argv))
+        self._note_readiness(child)
+
+    def _pump(self, timeout_s: float) -> None:
+        """Pass on what the children wrote, waiting up to ``timeout_s`` for some."""
+        if not self._selector.get_map():
+            time.sleep(timeout_s)
+            return
+        for key, _ in self._selector.select(timeout_s):
+            child, is_stderr = key.data
+            self._read(child, key.fileobj, is_stderr)  # type: ignore[arg-type]
+
+    def _read(self, child: _Child, pipe: IO[bytes], is_stderr: bool) -> None:
+        """Read what ``pipe`` holds now; at its end, unregister and close it."""
+        fd = pipe.fileno()
+        while True:
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                return
+            if not data:
+                rest = child.partial.pop(fd, b"")
+                if rest:
+                    self._emit(child, rest + b"\n", is_stderr, fd)
+                self._selector.unregister(pipe)
+                pipe.close()
+                return
+            self._emit(child, child.partial.pop(fd, b"") + data, is_stderr, fd)
+
+    def _emit(self, child: _Child, data: bytes, is_stderr: bool, fd: int) -> None:
+        *lines, rest = data.split(b"\n")
+        if len(rest) > _MAX_LINE:
+            lines.append(rest)
+        elif rest:
+            child.partial[fd] = rest
+        stream = self._streams[1] or sys.stderr if is_stderr else self._streams[0] or sys.stdout
+        for raw in lines:
+            text = raw.decode("utf-8", "replace").rstrip("\r")
+            with contextlib.suppress(OSError, ValueError):
+                stream.write(f"[{child.plan.label}] {text}\n")
+                stream.flush()
+            if is_stderr:
+                child.tail.append(text)
+            found = READY_PATTERN.search(text)
+            if found and found.group(1) in child.plan.pipeline_nodes:
+                self._note_readiness(child, found.group(1))
+
+    def _note_readiness(self, child: _Child, node: str | None = None) -> None:
+        with self._changed:
+            if node is not None:
+                child.ready.add(node)
+            if child.is_ready and not child.announced:
+                child.announced = True
+                if child.starts > 1:
+                    logger.info("%s: '%s' is ready again", self.name, child.plan.label)
+            if not self._graph_ready and self.is_ready():
+                self._graph_ready = True
+                logger.info("%s: graph ready (%d processes)", self.name, len(self._children))
+            self._changed.notify_all()
+
+    def _check_children(self) -> None:
+        """Start restarts that are due; handle processes that exited by themselves."""
+        for child in self._children:
+            if child.restart_at is not None:
+                if time.monotonic() >= child.restart_at:
+                    self._spawn(child)
+                continue
+            code = None if child.popen is None else child.popen.poll()
+            if code is None:
+                continue
+            assert child.popen is not None
+            self._drain(child)
+            what = f"{self.name}: '{child.plan.label}' (pid {child.popen.pid}) "
+            what += f"{describe_exit(code)} unexpectedly"
+            tail = "".join(f"\n    {line}" for line in child.tail)
+            tail = f"\n  its last stderr lines:{tail}" if tail else ""
+            action = self._restart_or_give_up(child, code)
+            if child.restart_at is not None:
+                logger.warning("%s; %s%s", what, action, tail)
+                continue
+            logger.error("%s; %s%s", what, action, tail)
+            self.failure = what + tail
+            self._failure_code = EXIT_USAGE if code == EXIT_USAGE else EXIT_FAILED
+            return
+
+    def _restart_or_give_up(self, child: _Child, code: int) -> str:
+        """Schedule a restart of ``child`` if allowed; what happens next, in words."""
+        if not self._restart:
+            return "stopping the graph"
+        if code == EXIT_USAGE:
+            return "exit code 2 is a configuration problem, not restarting; stopping the graph"
+        now, policy = time.monotonic(), self._policy
+        while child.restarts and now - child.restarts[0] > policy.window_s:
+            child.restarts.popleft()
+        if len(child.restarts) >= policy.max_restarts:
+            return (
+                f"it was restarted {len(child.restarts)} times within {policy.window_s:.0f} s "
+                "already; stopping the graph"
+            )
+        delay = policy.delay(len(child.restarts))
+        child.restarts.append(now)
+        child.restart_at = now + delay
+        return (
+            f"restarting it in {delay:.1f} s (restart {len(child.restarts)} of at most "
+            f"{policy.max_restarts} within {policy.window_s:.0f} s)"
+        )
+
+    def _drain(self, child: _Child) -> None:
+        for key in list(self._selector.get_map().values()):
+            if key.data[0] is child:
+                self._read(child, key.fileobj, key.data[1])  # type: ignore[arg-type]
+
+    def _shutdown(self) -> int:
+        """Stop every running process: SIGINT, then SIGTERM, then SIGKILL."""
+        running = [c for c in self._children if c.running]
+        signals = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+        for sig, timeout_s in zip(signals, self._timeouts, strict=True):
+            left = [c for c in running if c.running]
+            if not left:
+                break
+            if sig != signal.SIGINT:
+                names = ", ".join(repr(c.plan.label) for c in left)
+                logger.warning("%s: %s still running; sending %s", self.name, names, sig.name)
+            for child in left:
+                self._signal(child, sig)
+            deadline = time.monotonic() + timeout_s
+            while any(c.running for c in left) and time.monotonic() < deadline:
+                if self._hurry and sig == signal.SIGINT:
+                    break
+                self._pump(0.05)
+        for child in running:
+            self._drain(child)
+        # A process that had not yet installed its handlers dies of the signal itself.
+        clean = (0, -signal.SIGINT, -signal.SIGTERM)
+        unclean = [c for c in running if c.popen is not None and c.popen.returncode not in clean]
+        for child in unclean:
+            assert child.popen is not None and child.popen.returncode is not None
+            logger.error(
+                "%s: '%s' (pid %d) %s while stopping", self.name, child.plan.label,
+                child.popen.pid, describe_exit(child.popen.returncode),
+            )  # fmt: skip
+        if self.failure is not None:
+            return self._failure_code
+        if unclean:
+            return EXIT_FAILED
+        logger.info("%s: every process stopped cleanly", self.name)
+        return EXIT_OK
+
+    @staticmethod
+    def _signal(child: _Child, sig: signal.Signals) -> None:
+        if child.running:
+            assert child.popen is not None
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.popen.pid, sig)  # pgid == pid (start_new_session)
+
+
+def make_graph(
+    source: PipelinePlan | str | os.PathLike[str],
+    *,
+    composed: bool = False,
+    namespace: str | None = None,
+    restart: bool = False,
+    log_level: str | None = None,
+    params_file: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    restart_policy: RestartPolicy | None = None,
+    stop_timeout_s: float = 10.0,
+) -> RunningGraph:
+    """The graph of ``source`` (export folder, YAML or plan), not started yet.
+
+    Args:
+        composed: all nodes in one ``leapp_ros.container`` process instead of one each.
+        namespace: ROS namespace (default: the pipeline name).
+        restart: start a failed process again (see :class:`RestartPolicy`).
+        log_level: ``debug``, ``info`` (the nodes' default), ``warn``, ``error``, ``fatal``.
+        params_file: a ROS 2 parameters YAML given to every process.
+        env: variables set for the processes on top of this process's environment (for
+            example ``ROS_DOMAIN_ID``).
+        restart_policy: limits and backoff of restarts (default ``RestartPolicy()``).
+        stop_timeout_s: how long a stop waits after SIGINT before sending SIGTERM.
+
+    Raises:
+        SpecError, PlanError: see :func:`~leapp_ros.processes.load_plan` and
+            :func:`~leapp_ros.processes.plan_processes`.
+    """
+    plan = load_plan(source, namespace)
+    processes = plan_processes(
+        plan, composed=composed, log_level=log_level, params_file=params_file
+    )
+    return RunningGraph(
+        processes,
+        name=plan.namespace,
+        env=env,
+        restart=restart,
+        restart_policy=restart_policy,
+        stop_timeout_s=stop_timeout_s,
+    )
+
+
+def run_graph(source: PipelinePlan | str | os.PathLike[str], **options: Any) -> RunningGraph:
+    """:func:`make_graph` with the same arguments, started: every process is starting when
+    this returns; :meth:`RunningGraph.wait_ready` waits for them."""
+    return make_graph(source, **options).start()
+
+
+def serve(graph: RunningGraph) -> int:
+    """Start ``graph`` and run it until SIGINT, SIGTERM or a failure; the exit code.
+
+    Call it from the main thread: it installs signal handlers (restored on return). A second
+    signal while the processes stop sends SIGTERM without waiting for SIGINT to work.
+    """
+
+    def handle(signum: int, _frame: object) -> None:
+        graph.request_stop(f"{signal.Signals(signum).name} received")
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        graph.start()
+        code = graph.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return EXIT_FAILED if code is None else code
