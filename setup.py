@@ -55,9 +55,9 @@ setup(
         "console_scripts": [
             # Add each one when its module exists (scripts/setup.sh links them into
             # <prefix>/lib/leapp_ros for `ros2 run` and launch_ros):
-            # "leapp-ros = leapp_ros.cli:main",
-            # "leapp_node = leapp_ros.node:main",
-            # "leapp_container = leapp_ros.container:main",
+            "leapp-ros = leapp_ros.cli:main",
+            "leapp_node = leapp_ros.node:main",
+            "leapp_container = leapp_ros.container:main",
         ],
     },
 )

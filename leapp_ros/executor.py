@@ -1,0 +1,138 @@
+"""Process skeleton shared by ``leapp_node`` and ``leapp_container``: init, spin, stop.
+
+:func:`run_nodes` is the whole life of a process that hosts pipeline nodes:
+
+1. ``rclpy.init`` on a context of its own, with rclpy's signal handlers off;
+2. build the nodes (a startup problem prints one ``<program>: error: ...`` line on stderr and
+   the process exits with code 2);
+3. spin all nodes on one executor from :func:`make_executor` until SIGINT or SIGTERM;
+4. let every node say goodbye (:meth:`PipelineNode.stop`, which publishes the ``stopping``
+   status), destroy the nodes, shut the context down, and exit with code 0.
+
+Why rclpy's own signal handlers are off: they shut the context down from inside the signal
+handler, after which nothing can be published any more (so no ``stopping`` status), and
+``EventsExecutor.spin()`` does not return after an external shutdown (it busy-loops; seen with
+the Kilted wheels). Instead, Python handlers set a flag and the main thread spins in slices of
+:data:`POLL_S` seconds (``spin_once``), checking the flag between them. ``spin_once`` returns
+after every callback, so a busy node notices a signal at once and an idle one within
+:data:`POLL_S`.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from leapp.errors import LeappError
+
+__all__ = ["POLL_S", "make_executor", "run_nodes", "startup_failure"]
+
+POLL_S = 0.2  # longest wait inside one spin_once, i.e. the worst signal latency when idle
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def make_executor(context: Any = None) -> Any:
+    """``rclpy.experimental.EventsExecutor`` when this rclpy has it, else
+    ``SingleThreadedExecutor``; never the multi-threaded one (slow and jittery on the data
+    path)."""
+    try:
+        from rclpy.experimental import EventsExecutor
+    except ImportError:
+        from rclpy.executors import SingleThreadedExecutor
+
+        return SingleThreadedExecutor(context=context)
+    return EventsExecutor(context=context)
+
+
+def startup_failure(program: str, error: object) -> int:
+    """Print ``<program>: error: <message on one line>`` on stderr; return exit code 2."""
+    message = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    print(f"{program}: error: {message or type(error).__name__}", file=sys.stderr, flush=True)
+    return 2
+
+
+def run_nodes(
+    program: str,
+    args: Sequence[str],
+    build: Callable[[Any, list[Any]], None],
+) -> int:
+    """Run the nodes that ``build`` creates until SIGINT/SIGTERM; returns the exit code.
+
+    Args:
+        program: the executable's name, used in error lines.
+        args: the full command line for ``rclpy.init`` (program name first, then anything
+            including ``--ros-args ...``).
+        build: ``build(context, nodes)`` creates the nodes on ``context`` and appends each to
+            ``nodes`` as soon as it exists (so those are destroyed even when a later one fails).
+            It raises :class:`~leapp.errors.LeappError` (or an rclpy name or parameter error)
+            for a startup problem.
+
+    Returns:
+        0 after a signal and a clean shutdown, 2 for a startup problem.
+    """
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import ExternalShutdownException
+    from rclpy.signals import SignalHandlerOptions
+
+    context = Context()
+    try:
+        rclpy.init(
+            args=list(args), context=context, signal_handler_options=SignalHandlerOptions.NO
+        )
+    except Exception as e:  # rcl could not parse the ROS arguments
+        return startup_failure(program, f"invalid ROS arguments: {e}")
+    nodes: list[Any] = []
+    try:
+        with _stop_signals() as stopped:
+            try:
+                build(context, nodes)
+            except _startup_errors() as e:
+                return startup_failure(program, e)
+            executor = make_executor(context)
+            for node in nodes:
+                executor.add_node(node)
+            try:
+                while not stopped and context.ok():
+                    executor.spin_once(timeout_sec=POLL_S)
+            except (ExternalShutdownException, KeyboardInterrupt):
+                pass
+            for node in nodes:
+                stop = getattr(node, "stop", None)
+                if stop is not None and context.ok():
+                    stop()
+            executor.shutdown()
+        return 0
+    finally:
+        for node in nodes:
+            node.destroy_node()
+        context.try_shutdown()
+
+
+def _startup_errors() -> tuple[type[BaseException], ...]:
+    from rclpy.exceptions import NameValidationException, ParameterException
+
+    return (LeappError, NameValidationException, ParameterException)
+
+
+@contextmanager
+def _stop_signals() -> Iterator[list[int]]:
+    """Within the block, SIGINT/SIGTERM append to the yielded list instead of interrupting;
+    the previous handlers come back afterwards."""
+    received: list[int] = []
+    previous = {}
+    if threading.current_thread() is not threading.main_thread():
+        yield received  # Python handles signals in the main thread only
+        return
+    for number in _STOP_SIGNALS:
+        previous[number] = signal.signal(number, lambda signum, frame: received.append(signum))
+    try:
+        yield received
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)

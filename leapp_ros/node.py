@@ -1,0 +1,347 @@
+"""One pipeline node as a ROS 2 node: the ``leapp_node`` executable and :class:`PipelineNode`.
+
+Start one node of an export::
+
+    leapp_node --ros-args -r __node:=preprocess -r __ns:=/torch_pipeline \\
+        -p spec_path:=exports/torch_pipeline [-p firing:=timer -p rate_hz:=50.0]
+
+(or ``python -m leapp_ros.node ...``). The node loads the spec (checking every artifact's
+sha256), maps it with :func:`leapp_ros.plan.make_plan` under its own namespace, loads and warms
+up its model, subscribes to one topic per input and advertises one per output, then runs the
+model whenever its firing rule says so and publishes every output.
+
+ROS parameters (all read once at startup):
+
+``spec_path`` (string)
+    The export folder or its YAML file. Required.
+``pipeline_node`` (string)
+    The pipeline node to run; default: the ROS node name.
+``firing`` (``inputs`` | ``timer``)
+    ``inputs`` (default): run when every triggering input (external or data_flow) has a new
+    message since the last run. ``timer``: run at ``rate_hz`` on the latest values, once every
+    input has a value. A node without triggering inputs runs on the timer when a rate is known.
+``rate_hz`` (number)
+    Timer rate; 0 means ``pipeline.configs.frequency`` of the spec.
+``max_input_age`` (number, seconds)
+    When > 0, a run whose triggering inputs include one received longer ago than this is
+    skipped and counted as ``stale`` (with ``firing: inputs`` that input must then arrive anew).
+``qos_overrides./<ns>/<topic>.publisher|subscription.<policy>``
+    The standard rclpy QoS overrides (history, depth, reliability) of every data topic.
+
+Feedback inputs (another node's output, consumed on the next tick) never trigger and start
+from ``pipeline.initial_values`` (a safetensors file keyed ``<node>/<port>``); state inputs (the
+node's own output fed back) stay inside the node: each run's output is the next run's input.
+
+A malformed message is dropped, counted and logged (at most once a second per topic); an
+exception in the model is counted and logged (at most once a second) and the node keeps
+running. Every node publishes its status as JSON (``std_msgs/String``) on ``_leapp/status``
+(reliable, transient local, depth 1) when ready and then every second::
+
+    {"node": "preprocess", "state": "ready", "runs": 12, "received": 24, "dropped": 0,
+     "stale": 0, "errors": 0}
+
+and ``"state": "stopping"`` once on shutdown; it logs ``leapp node '<name>' ready`` when ready.
+Exit codes: 0 after SIGINT/SIGTERM, 2 for a startup problem (one error line on stderr).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from rclpy.duration import Duration
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos_overriding_options import QoSOverridingOptions
+from std_msgs.msg import String
+
+from leapp.errors import LeappError
+from leapp.spec import Spec
+from leapp_ros.executor import run_nodes, startup_failure
+from leapp_ros.messages import MessageError, PortCodec, codec
+from leapp_ros.plan import METADATA_QOS, STATUS_TOPIC, make_plan
+from leapp_ros.settings import (
+    StartupError,
+    declare_parameters,
+    firing_rule,
+    initial_values,
+    load_spec,
+    qos_profile,
+)
+
+__all__ = ["PipelineNode", "StartupError", "main"]
+
+PROGRAM = "leapp_node"
+STATUS_PERIOD_S = 1.0
+STOP_ACK_TIMEOUT_S = 0.5
+WARNING_PERIOD_S = 1.0  # at most one warning per topic (and one for model errors) per period
+
+USAGE = f"""usage: {PROGRAM} --ros-args -r __node:=<node> [-r __ns:=/<namespace>]
+                  -p spec_path:=<export folder or yaml> [-p pipeline_node:=<node>]
+                  [-p firing:=inputs|timer] [-p rate_hz:=<Hz>] [-p max_input_age:=<s>]
+                  [--params-file <file>] [--log-level <level>]
+Runs one node of an exported leapp pipeline as a ROS 2 node."""
+
+
+class PipelineNode(Node):
+    """A ROS 2 node running one node of an exported pipeline (see the module documentation).
+
+    Args:
+        node_name: the ROS node name (a ``-r __node:=`` remap wins over it).
+        namespace: the ROS namespace (a ``-r __ns:=`` remap wins over it).
+        context: the rclpy context (default: the global one).
+        spec: an already loaded spec of ``spec_path`` (a container loads it once for all).
+        parameter_overrides: parameter values that win over command-line ones.
+
+    Raises:
+        StartupError: the spec, the model, the parameters or the initial values are unusable;
+            the message names the node and says what to do. The node is destroyed then.
+    """
+
+    def __init__(
+        self,
+        node_name: str = "leapp_node",
+        *,
+        namespace: str | None = None,
+        context: Any = None,
+        spec: Spec | None = None,
+        parameter_overrides: Sequence[Parameter] = (),
+    ):
+        super().__init__(
+            node_name,
+            namespace=namespace,
+            context=context,
+            parameter_overrides=list(parameter_overrides),
+        )
+        self._runs = self._received = self._dropped = self._stale = self._errors = 0
+        self._warned: dict[str, tuple[float, int]] = {}
+        self._leapp_timers: list[Any] = []
+        try:
+            self._start(spec)
+        except BaseException:
+            self.destroy_node()
+            raise
+
+    # --- startup ------------------------------------------------------------------------
+
+    def _start(self, spec: Spec | None) -> None:
+        settings = declare_parameters(self)
+        self.pipeline_node = str(settings["pipeline_node"] or self.get_name())
+        try:
+            if spec is None:
+                spec = load_spec(str(settings["spec_path"]))
+            plan = make_plan(spec, namespace=self.get_namespace())
+            self.plan = plan.node(self.pipeline_node)
+            self.firing = firing_rule(self.plan, settings)
+            from leapp.runtime import load_model
+
+            self._model = load_model(spec, self.pipeline_node)
+            initial = initial_values(plan.initial_values, self.plan)
+            self._codecs_in = [codec(port) for port in self.plan.inputs]
+            self._codecs_out = [codec(port) for port in self.plan.outputs]
+        except StartupError:
+            raise
+        except LeappError as e:
+            raise StartupError(f"node {self.pipeline_node!r}: {e}") from e
+        inputs = self.plan.inputs
+        self._values: list[torch.Tensor | None] = [initial.get(i) for i in range(len(inputs))]
+        self._stamps = [-math.inf] * len(inputs)
+        self._triggers = frozenset(i for i, port in enumerate(inputs) if port.triggers)
+        self._pending = set(self._triggers)
+        self._state_links = tuple(
+            (self.plan.outputs.index(self.plan.output(port.source.split("/", 1)[1])), i)
+            for i, port in enumerate(inputs)
+            if port.kind == "state" and port.source is not None
+        )
+        self._create_entities()
+        self._publish_status("ready")
+        self.get_logger().debug(
+            f"{self._model!r}, firing {self.firing}, inputs "
+            f"{[(p.port, p.kind, p.topic) for p in inputs]}, outputs "
+            f"{[o.topic for o in self.plan.outputs]}"
+        )
+        self.get_logger().info(f"leapp node '{self.pipeline_node}' ready")
+
+    def _create_entities(self) -> None:
+        overrides = QoSOverridingOptions.with_default_policies()
+        topics: dict[str, list[int]] = {}
+        for index, port in enumerate(self.plan.inputs):
+            if port.topic is not None:
+                topics.setdefault(port.topic, []).append(index)
+        for topic, indices in topics.items():
+            first = self.plan.inputs[indices[0]]
+            self.create_subscription(
+                self._codecs_in[indices[0]].message_class,
+                topic,
+                self._on_message_callback(topic, indices),
+                qos_profile(first.qos),
+                qos_overriding_options=overrides,
+            )
+        self._output_publishers = [
+            self.create_publisher(
+                port_codec.message_class,
+                port.topic,
+                qos_profile(port.qos),
+                qos_overriding_options=overrides,
+            )
+            for port, port_codec in zip(self.plan.outputs, self._codecs_out, strict=True)
+        ]
+        self._messages = [port_codec.new_message() for port_codec in self._codecs_out]
+        self._status = self.create_publisher(String, STATUS_TOPIC, qos_profile(METADATA_QOS))
+        self._leapp_timers.append(self.create_timer(STATUS_PERIOD_S, self._on_status_timer))
+        if self.firing.mode == "timer" and self.firing.rate_hz:
+            self._leapp_timers.append(self.create_timer(1.0 / self.firing.rate_hz, self._on_timer))
+
+    # --- data path ----------------------------------------------------------------------
+
+    def _on_message_callback(self, topic: str, indices: list[int]) -> Any:
+        port_codec: PortCodec = self._codecs_in[indices[0]]
+        values, stamps, pending = self._values, self._stamps, self._pending
+        triggers = [i for i in indices if i in self._triggers]
+        on_inputs = self.firing.mode == "inputs"
+        monotonic = time.monotonic
+
+        def on_message(message: Any) -> None:
+            self._received += 1
+            try:
+                value = port_codec.from_message(message)
+            except MessageError as e:
+                self._dropped += 1
+                self._warn(topic, f"dropped a message on {self._resolve(topic)}: {e}")
+                return
+            now = monotonic()
+            for index in indices:
+                values[index] = value
+                stamps[index] = now
+            if triggers and on_inputs:
+                pending.difference_update(triggers)
+                if not pending:
+                    self._fire_on_inputs(now)
+
+        return on_message
+
+    def _fire_on_inputs(self, now: float) -> None:
+        age = self.firing.max_input_age_s
+        if age:
+            old = [i for i in self._triggers if now - self._stamps[i] > age]
+            if old:
+                self._stale += 1
+                self._pending.update(old)
+                return
+        self._pending.update(self._triggers)
+        self._run()
+
+    def _on_timer(self) -> None:
+        if any(value is None for value in self._values):
+            return  # not every input has arrived yet
+        age = self.firing.max_input_age_s
+        if age:
+            now = time.monotonic()
+            if any(now - self._stamps[i] > age for i in self._triggers):
+                self._stale += 1
+                return
+        self._run()
+
+    def _run(self) -> None:
+        try:
+            results = self._model.run(self._values)  # type: ignore[arg-type]
+            for output, index in self._state_links:
+                self._values[index] = results[output]
+            for publisher, port_codec, message, value in zip(
+                self._output_publishers, self._codecs_out, self._messages, results, strict=True
+            ):
+                publisher.publish(port_codec.to_message(value, message))
+        except Exception as e:
+            self._errors += 1
+            self._warn(
+                "\0model",
+                f"node {self.pipeline_node!r}: the model failed and this run was skipped: "
+                f"{_summary(e)} (the full error is logged at debug level)",
+            )
+            self.get_logger().debug(f"{type(e).__name__}: {e}")
+            return
+        self._runs += 1
+
+    # --- status -------------------------------------------------------------------------
+
+    def status(self, state: str = "ready") -> dict[str, Any]:
+        """The status record this node publishes on ``_leapp/status``."""
+        return {
+            "node": self.pipeline_node,
+            "state": state,
+            "runs": self._runs,
+            "received": self._received,
+            "dropped": self._dropped,
+            "stale": self._stale,
+            "errors": self._errors,
+        }
+
+    def stop(self) -> None:
+        """Stop firing and publish the ``stopping`` status (call before destroying the node)."""
+        for timer in self._leapp_timers:
+            timer.cancel()
+        self._publish_status("stopping")
+        # reliable: give subscribers (a supervisor) a moment to acknowledge the last word
+        self._status.wait_for_all_acked(Duration(seconds=STOP_ACK_TIMEOUT_S))
+        status = self.status("stopping")
+        self.get_logger().info(f"leapp node '{self.pipeline_node}' stopping: {status}")
+
+    def _on_status_timer(self) -> None:  # no parameters: rclpy would pass a TimerInfo
+        self._publish_status("ready")
+
+    def _publish_status(self, state: str) -> None:
+        self._status.publish(String(data=json.dumps(self.status(state))))
+
+    def _warn(self, key: str, text: str) -> None:
+        """Log ``text`` unless ``key`` was logged less than WARNING_PERIOD_S ago."""
+        now = time.monotonic()
+        last, suppressed = self._warned.get(key, (-math.inf, 0))
+        if now - last < WARNING_PERIOD_S:
+            self._warned[key] = (last, suppressed + 1)
+            return
+        if suppressed:
+            text += f" ({suppressed} similar message(s) not shown)"
+        self._warned[key] = (now, 0)
+        self.get_logger().warning(text)
+
+    def _resolve(self, topic: str) -> str:
+        return f"{self.get_namespace().rstrip('/')}/{topic}"
+
+
+def _summary(error: Exception) -> str:
+    """One line about ``error`` (TorchScript puts the actual error on the last line)."""
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    if len(lines) > 1:
+        return lines[-1].strip()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``leapp_node``; ``argv`` is the whole command line (default sys.argv)."""
+    from rclpy.utilities import remove_ros_args
+
+    args = list(sys.argv if argv is None else argv)
+    try:
+        extra = remove_ros_args(args)[1:]
+    except Exception as e:  # rcl could not parse the ROS arguments
+        return startup_failure(PROGRAM, f"invalid ROS arguments: {e}")
+    if extra and set(extra) <= {"-h", "--help"}:
+        print(USAGE)
+        return 0
+    if extra:
+        problem = f"unexpected arguments {extra}; see {PROGRAM} --help"
+        return startup_failure(PROGRAM, problem)
+
+    def build(context: Any, nodes: list[Any]) -> None:
+        nodes.append(PipelineNode(context=context))
+
+    return run_nodes(PROGRAM, args, build)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

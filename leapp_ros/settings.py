@@ -1,0 +1,150 @@
+"""What a pipeline node needs before it runs, from its ROS parameters and the export.
+
+The parameters every :class:`~leapp_ros.node.PipelineNode` declares (:data:`PARAMETERS`,
+:func:`declare_parameters`), the spec (:func:`load_spec`), the firing rule once the parameters
+are applied to the plan's (:func:`firing_rule`), the first values of feedback and state inputs
+(:func:`initial_values`) and rclpy QoS profiles (:func:`qos_profile`). Every problem is a
+:class:`StartupError` that says what to change; ``leapp_node`` turns it into exit code 2.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from leapp.errors import LeappError
+from leapp.spec import Spec
+from leapp_ros.plan import Firing, NodePlan, QosPlan
+
+__all__ = [
+    "PARAMETERS",
+    "StartupError",
+    "declare_parameters",
+    "firing_rule",
+    "initial_values",
+    "load_spec",
+    "qos_profile",
+]
+
+
+class StartupError(LeappError):
+    """A pipeline node cannot start: bad parameters, spec, model or initial values."""
+
+
+PARAMETERS: tuple[tuple[str, Any, str], ...] = (
+    ("spec_path", "", "export folder of the pipeline, or its YAML spec"),
+    ("pipeline_node", "", "pipeline node to run (default: the ROS node name)"),
+    ("firing", "inputs", "'inputs': run when every triggering input is new; 'timer': rate_hz"),
+    ("rate_hz", 0.0, "timer rate in Hz; 0 means pipeline.configs.frequency of the spec"),
+    ("max_input_age", 0.0, "skip runs whose inputs are older than this many seconds (0: off)"),
+)
+
+
+def declare_parameters(node: Any) -> dict[str, Any]:
+    """Declare every parameter of :data:`PARAMETERS` on ``node``; their values, checked.
+
+    Numbers accept integers too (``-p rate_hz:=50``) and must be finite and >= 0.
+    """
+    from rcl_interfaces.msg import ParameterDescriptor, ParameterType
+
+    values = {}
+    for name, default, description in PARAMETERS:
+        numeric = isinstance(default, float)
+        descriptor = ParameterDescriptor(
+            description=description,
+            read_only=True,
+            dynamic_typing=numeric,  # accept 50 as well as 50.0
+            type=ParameterType.PARAMETER_NOT_SET if numeric else ParameterType.PARAMETER_STRING,
+        )
+        value = node.declare_parameter(name, default, descriptor).value
+        if numeric and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise StartupError(f"parameter {name} must be a number, got {value!r}")
+        if numeric and (value < 0 or not math.isfinite(value)):
+            raise StartupError(f"parameter {name} must be >= 0, got {value!r}")
+        values[name] = float(value) if numeric else value
+    return values
+
+
+def load_spec(spec_path: str) -> Spec:
+    """The spec at ``spec_path`` (the ``spec_path`` parameter), checksums verified."""
+    from leapp import spec as spec_file
+
+    if not spec_path:
+        raise StartupError(
+            "parameter spec_path is not set; pass -p spec_path:=<export folder or YAML file>"
+        )
+    return spec_file.load(spec_path, verify_checksums=True)
+
+
+def firing_rule(plan: NodePlan, settings: Mapping[str, Any]) -> Firing:
+    """The plan's firing rule with the node's parameters applied, checked."""
+    mode = settings["firing"]
+    if mode not in ("inputs", "timer"):
+        raise StartupError(f"parameter firing must be 'inputs' or 'timer', got {mode!r}")
+    rate = settings["rate_hz"] or plan.firing.rate_hz
+    if mode == "inputs" and not any(port.triggers for port in plan.inputs):
+        if not rate:
+            raise StartupError(
+                f"node {plan.name!r} has no input that can trigger it (only feedback or state "
+                "inputs); run it on a timer: -p firing:=timer -p rate_hz:=<Hz>"
+            )
+        mode = "timer"
+    if mode == "timer" and not rate:
+        raise StartupError(
+            f"node {plan.name!r}: firing is 'timer' but no rate is known; pass -p rate_hz:=<Hz> "
+            "or export with graph_configs frequency"
+        )
+    age = settings["max_input_age"] or None
+    return replace(plan.firing, mode=mode, rate_hz=rate, max_input_age_s=age)
+
+
+def initial_values(path: Path | None, plan: NodePlan) -> dict[int, torch.Tensor]:
+    """First values of the feedback and state inputs, by input index."""
+    needed = {i: port for i, port in enumerate(plan.inputs) if port.kind in ("feedback", "state")}
+    if not needed:
+        return {}
+    ports = [port.port for port in needed.values()]
+    where = f"node {plan.name!r}: feedback/state input(s) {ports} need initial values, but"
+    if path is None:
+        raise StartupError(
+            f"{where} the spec names no pipeline.initial_values file; add a safetensors file "
+            "with keys '<node>/<port>' and name it there"
+        )
+    if not path.is_file():
+        raise StartupError(f"{where} the initial values file {str(path)!r} does not exist")
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(path))
+    values = {}
+    for index, port in needed.items():
+        key = f"{plan.name}/{port.port}"
+        value = tensors.get(key)
+        if value is None:
+            raise StartupError(f"{where} {str(path)!r} has no tensor {key!r}")
+        expected = (getattr(torch, port.dtype), tuple(port.shape))
+        if (value.dtype, tuple(value.shape)) != expected:
+            raise StartupError(
+                f"node {plan.name!r}: initial value {key!r} in {str(path)!r} is "
+                f"{value.dtype} {list(value.shape)}, the port is {port.dtype} {list(port.shape)}"
+            )
+        values[index] = value
+    return values
+
+
+def qos_profile(qos: QosPlan) -> Any:
+    """The rclpy QoSProfile of a plan's QoS."""
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    reliable = qos.reliability == "reliable"
+    durable = qos.durability == "transient_local"
+    return QoSProfile(
+        history=HistoryPolicy.KEEP_LAST,
+        depth=qos.depth,
+        reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL if durable else DurabilityPolicy.VOLATILE,
+    )
