@@ -1,0 +1,124 @@
+"""``leapp-ros inspect``: the plan of an export in words (nodes, topics, QoS, edges)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from runner_support import export_seed
+from test_spec import LEAPP_SEMANTIC_SPEC
+
+from leapp import spec as spec_module
+from leapp_ros.cli import main
+from leapp_ros.inspection import describe_plan, format_qos
+from leapp_ros.plan import make_plan
+from leapp_ros.processes import load_plan
+
+FLOAT32 = "std_msgs/msg/Float32MultiArray"
+
+
+@pytest.fixture(scope="module")
+def seed_export(tmp_path_factory) -> Path:
+    return export_seed(tmp_path_factory.mktemp("export"))
+
+
+def inspect(capsys, *args: str) -> str:
+    code = main(["inspect", *args])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return captured.out
+
+
+def section(text: str, title: str) -> list[str]:
+    """The lines of the section headed ``title`` (up to the next blank line)."""
+    lines = text.splitlines()
+    start = lines.index(title) + 1
+    end = lines.index("", start) if "" in lines[start:] else len(lines)
+    return lines[start:end]
+
+
+def row(lines: list[str], *cells: str) -> str:
+    """The one line containing every cell, in order."""
+    found = [line for line in lines if all(cell in line for cell in cells)]
+    assert len(found) == 1, f"expected one line with {cells}, got {found} in:\n" + "\n".join(lines)
+    line = found[0]
+    positions = [line.index(cell) for cell in cells]
+    assert positions == sorted(positions), f"cells {cells} out of order in {line!r}"
+    return line
+
+
+def test_inspect_prints_every_publisher_with_type_dtype_shape_and_qos(seed_export, capsys):
+    publishers = section(inspect(capsys, str(seed_export)), "publishers")
+    reliable = format_qos(make_plan(spec_module.load(seed_export)).nodes[0].outputs[0].qos)
+    assert reliable == "reliable, volatile, depth 1"
+    row(publishers, "/torch_pipeline/preprocess/obs", FLOAT32, "float32", "[9]", reliable)
+    row(publishers, "/torch_pipeline/policy/action", FLOAT32, "float32", "[6]", reliable)
+    assert len(publishers) == 3  # header and two outputs
+
+
+def test_inspect_prints_every_subscription_with_kind_trigger_and_qos(seed_export, capsys):
+    subscriptions = section(inspect(capsys, str(seed_export)), "subscriptions")
+    qos = "best_effort, volatile, depth 1"
+    row(subscriptions, "/torch_pipeline/preprocess/state", FLOAT32, "[6]", "external", "yes", qos)
+    row(subscriptions, "/torch_pipeline/preprocess/velocity", FLOAT32, "[3]", "external", qos)
+    row(subscriptions, "/torch_pipeline/preprocess/obs", FLOAT32, "policy/obs", "data_flow", qos)
+    assert len(subscriptions) == 4
+
+
+def test_inspect_prints_nodes_with_backend_artifact_and_firing(seed_export, capsys):
+    nodes = section(inspect(capsys, str(seed_export)), "nodes")
+    row(nodes, "preprocess", "jit", "preprocess.pt", "inputs", "50 Hz")
+    row(nodes, "policy", "onnx", "policy.onnx", "inputs", "50 Hz")
+
+
+def test_inspect_lists_what_ros2_topic_list_shows_and_the_hidden_status_topic(seed_export, capsys):
+    listing = section(inspect(capsys, str(seed_export)), "ros2 topic list -t")
+    expected = [f"  {name} [{kind}]" for name, kind in load_plan(seed_export).topics()]
+    assert listing == expected and len(expected) == 4
+    text = inspect(capsys, str(seed_export))
+    assert "/torch_pipeline/_leapp/status [std_msgs/msg/String]" in text
+    assert "--include-hidden-topics" in text
+
+
+def test_inspect_namespace_option_moves_every_topic(seed_export, capsys):
+    text = inspect(capsys, str(seed_export), "--namespace", "robot1/brain")
+    assert "namespace:      /robot1/brain" in text
+    assert "/robot1/brain/policy/action [std_msgs/msg/Float32MultiArray]" in text
+    assert "/torch_pipeline/" not in text.replace(str(seed_export), "")
+
+
+def test_inspect_columns_are_aligned(seed_export, capsys):
+    for title in ("nodes", "publishers", "subscriptions"):
+        lines = section(inspect(capsys, str(seed_export)), title)
+        header = lines[0]
+        starts = [
+            i for i in range(2, len(header)) if header[i - 2 : i] == "  " and header[i] != " "
+        ]
+        assert len(starts) == len(re.split(r" {2,}", header.strip()))
+        for line in lines[1:]:
+            for start in starts[1:]:
+                assert line[start - 2 : start] == "  " and line[start] != " ", (title, line)
+
+
+def test_inspect_shows_feedback_and_state_edges_with_their_initial_values(tmp_path):
+    path = tmp_path / "sem_graph.yaml"
+    path.write_text(LEAPP_SEMANTIC_SPEC)
+    text = describe_plan(make_plan(spec_module.load(path, verify_checksums=False)))
+    edges = section(text, "feedback and state")
+    row(edges, "policy/h -> policy/h", "state", "inside the node (no topic)")
+    assert "initial values from sem_graph_initial_values.safetensors" in edges[-1]
+    subscriptions = section(text, "subscriptions")
+    assert not [line for line in subscriptions if "policy/h" in line]  # state has no topic
+    row(section(text, "publishers"), "/sem_graph/policy/h", FLOAT32)  # still published
+
+
+def test_inspect_of_a_missing_export_exits_2_and_says_why(tmp_path, capsys):
+    assert main(["inspect", str(tmp_path / "nowhere")]) == 2
+    assert "no such export folder" in capsys.readouterr().err
+
+
+def test_describe_plan_can_leave_out_the_spec_path(seed_export):
+    plan = load_plan(seed_export)
+    assert str(plan.spec_path) in describe_plan(plan)
+    assert str(seed_export) not in describe_plan(plan, show_spec_path=False)
