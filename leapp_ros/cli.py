@@ -13,7 +13,11 @@ Ctrl-C (SIGINT) or SIGTERM stops every node and exits 0. A node that dies is rep
 others are stopped (exit code 1), or with ``--restart`` it is started again (at most 5 times
 within 60 s). A missing export, an invalid spec or a bad option exits with code 2 and says why.
 Further subcommands (``inspect``, ``generate``, ``verify``) register themselves the same way
-as ``run``: one ``_add_<name>`` function each.
+as ``run``: one ``_add_<name>`` function each::
+
+    leapp-ros inspect exports/torch_pipeline [--namespace NS]     # nodes, topics, QoS
+    leapp-ros generate exports/torch_pipeline --out ros2_ws/src   # a ROS 2 package
+    leapp-ros verify exports/torch_pipeline [--composed]          # replay the examples
 """
 
 from __future__ import annotations
@@ -44,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_run(commands)
+    _add_inspect(commands)
+    _add_generate(commands)
+    _add_verify(commands)
     return parser
 
 
@@ -97,6 +104,132 @@ def _run(args: argparse.Namespace) -> int:
         params_file=args.params_file,
     )
     return serve(graph)
+
+
+def _add_inspect(commands: argparse._SubParsersAction) -> None:
+    inspect = commands.add_parser(
+        "inspect",
+        help="print the ROS 2 nodes, topics, message types and QoS an export becomes",
+        description=(
+            "Print the plan of an export: nodes (backend, artifact, firing), every publisher "
+            "and subscription (message type, dtype, shape, QoS), feedback and state edges, and "
+            "what 'ros2 topic list -t' shows once the graph runs."
+        ),
+    )
+    inspect.add_argument("export", type=Path, help="export folder, or its <name>.yaml spec")
+    inspect.add_argument("--namespace", help="ROS namespace of the nodes (default: pipeline name)")
+    inspect.set_defaults(handler=_inspect)
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from leapp_ros.inspection import describe_plan
+    from leapp_ros.processes import load_plan
+
+    sys.stdout.write(describe_plan(load_plan(args.export, args.namespace)))
+    return 0
+
+
+def _add_generate(commands: argparse._SubParsersAction) -> None:
+    generate = commands.add_parser(
+        "generate",
+        help="write a ROS 2 package (launch files, parameters, export, test) for an export",
+        description=(
+            "Write OUT/<package>/, an ament_python package that runs the export as ROS 2 nodes: "
+            "package.xml, setup.py, launch files (per node and composed), node parameters, the "
+            "export itself and a launch_testing test. It builds with colcon and installs with "
+            "pip. Regenerating rewrites generated files you did not change, never touches "
+            "files you added, and refuses to overwrite generated files you edited unless "
+            "given --force."
+        ),
+    )
+    generate.add_argument("export", type=Path, help="export folder, or its <name>.yaml spec")
+    generate.add_argument(
+        "--out", type=Path, required=True, help="folder to write the package folder into"
+    )
+    generate.add_argument(
+        "--package-name", help="ROS package name (default: <pipeline>_ros); [a-z][a-z0-9_]*"
+    )
+    generate.add_argument("--namespace", help="ROS namespace of the nodes (default: pipeline)")
+    generate.add_argument(
+        "--force", action="store_true", help="overwrite generated files that were edited"
+    )
+    generate.add_argument("--package-version", default="0.1.0", help="default: 0.1.0")
+    generate.add_argument("--maintainer", default="TODO", help="package.xml maintainer name")
+    generate.add_argument(
+        "--maintainer-email", default="todo@example.com", help="package.xml maintainer e-mail"
+    )
+    generate.add_argument("--license", default="TODO", help="package.xml license, e.g. MIT")
+    generate.set_defaults(handler=_generate)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from leapp_ros.generate import generate_package
+
+    result = generate_package(
+        args.export,
+        args.out,
+        package_name=args.package_name,
+        namespace=args.namespace,
+        force=args.force,
+        version=args.package_version,
+        maintainer=args.maintainer,
+        maintainer_email=args.maintainer_email,
+        license=args.license,
+    )
+    print(
+        f"package {result.name} in {result.path}: {len(result.written)} file(s) written, "
+        f"{len(result.unchanged)} unchanged"
+    )
+    for title, paths in (
+        ("overwrote edited files", result.overwritten),
+        ("removed files no longer generated", result.removed),
+        ("kept edited files no longer generated", result.kept),
+    ):
+        if paths:
+            print(f"{title}: {', '.join(paths)}")
+    print(f"next: see {result.path / 'README.md'} (colcon build --packages-select {result.name})")
+    return 0
+
+
+def _add_verify(commands: argparse._SubParsersAction) -> None:
+    verify = commands.add_parser(
+        "verify",
+        help="replay the traced examples through the live ROS 2 graph and compare",
+        description=(
+            "Check the spec and every artifact's checksum, start the graph isolated on this "
+            "machine, publish the recorded inputs sample by sample from the first tick, and "
+            "compare every published tensor with its recorded value. Prints one row per topic; "
+            "exits 1 on a mismatch or timeout, 2 when the export is invalid or cannot be "
+            "replayed (a node on a timer)."
+        ),
+    )
+    verify.add_argument(
+        "export", type=Path, help="export folder or YAML, or a package from 'leapp-ros generate'"
+    )
+    verify.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (1e-3)")
+    verify.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance (1e-5)")
+    verify.add_argument(
+        "--composed", action="store_true", help="run every node in one process (one executor)"
+    )
+    verify.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds to wait for each sample (10)"
+    )
+    verify.set_defaults(handler=_verify)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from leapp_ros.verification import verify
+
+    report = verify(
+        args.export,
+        rtol=args.rtol,
+        atol=args.atol,
+        composed=args.composed,
+        timeout_s=args.timeout,
+        startup_timeout_s=max(60.0, args.timeout),
+    )
+    print(report.format())
+    return 0 if report.ok else 1
 
 
 if __name__ == "__main__":

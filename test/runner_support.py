@@ -1,39 +1,48 @@
-"""Helpers for the runner and launch tests: the seed export, ROS isolation, watching a command.
+"""Helpers for the runner and launch tests: the seed export, watching a command, the seed's
+topics from a probe.
 
 Every ROS process a test starts gets ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` and a
-``ROS_DOMAIN_ID`` of its own (:func:`ros_env`); :class:`Command` runs a command in its own
-process group, collects its merged output line by line, and kills it (and every pid it was
-told about) when the test ends.
+``ROS_DOMAIN_ID`` of its own (:func:`~leapp_ros.testing.ros_env`, with the id from
+:func:`~leapp_ros.testing.reserve_domain_id` or :func:`~leapp_ros.testing.claim_domain_id`,
+re-exported here); :class:`Command` runs a command in its own process group, collects its
+merged output line by line, and kills it (and every pid it was told about) when the test ends.
 """
 
 from __future__ import annotations
 
 import array
 import contextlib
-import fcntl
 import os
-import random
 import re
 import signal
 import subprocess
-import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
 
+import ros_support
 import torch
-from ros_support import Probe
 
-import leapp
+from leapp_ros.testing import Probe, claim_domain_id, reserve_domain_id, ros_env
+
+__all__ = [
+    "FAKE_NODE",
+    "REPO",
+    "Command",
+    "SeedIO",
+    "claim_domain_id",
+    "export_seed",
+    "pid_alive",
+    "reserve_domain_id",
+    "ros_env",
+    "wait_until",
+]
 
 REPO = Path(__file__).resolve().parent.parent
 _suppress_missing = contextlib.suppress(
     ProcessLookupError, PermissionError, subprocess.TimeoutExpired
 )
-DOMAIN_IDS = range(1, 101)
 
 # A stand-in for a leapp node, for testing the supervision alone: `python -m fake_node NAME
 # MODE`, MODE one of ok (exits 0 on SIGINT/SIGTERM), stubborn (ignores SIGINT), crash (exits 3
@@ -62,52 +71,9 @@ while True:
 """
 
 
-def claim_domain_id() -> tuple[int, IO[str]]:
-    """A ROS domain id in 1..100 that no other test on this machine holds, and the open lock
-    file that holds it (closing the file releases it; so does the end of this process).
-    test/ros_support.py takes its ids from 101..232 with the same lock folder."""
-    folder = Path(tempfile.gettempdir()) / "leapp_ros_test_domains"
-    folder.mkdir(exist_ok=True)
-    for domain_id in random.sample(list(DOMAIN_IDS), len(DOMAIN_IDS)):
-        handle = open(folder / f"{domain_id}.lock", "w")  # noqa: SIM115 (held while in use)
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            continue
-        return domain_id, handle
-    raise RuntimeError(f"every ROS domain id in {DOMAIN_IDS} is held by other tests")
-
-
-@contextlib.contextmanager
-def reserve_domain_id() -> Iterator[int]:
-    """:func:`claim_domain_id`, released when the block ends."""
-    domain_id, handle = claim_domain_id()
-    try:
-        yield domain_id
-    finally:
-        handle.close()
-
-
-def ros_env(domain_id: int) -> dict[str, str]:
-    """Environment variables that keep DDS on this machine and in ``domain_id``."""
-    return {"ROS_DOMAIN_ID": str(domain_id), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
-
-
 def export_seed(save_path: Path) -> Path:
     """Trace examples/torch_pipeline.py into ``save_path``; the export folder."""
-    sys.path.insert(0, str(REPO / "examples"))
-    try:
-        import torch_pipeline as seed
-    finally:
-        sys.path.remove(str(REPO / "examples"))
-    torch.manual_seed(0)
-    policy = seed.Policy().eval()
-    leapp.start(name="torch_pipeline", save_path=save_path)
-    seed.run_policy(policy, seed.preprocess(torch.zeros(6), torch.zeros(3)))
-    leapp.stop()
-    compiled = leapp.compile_graph(graph_configs=leapp.GraphConfigs(frequency=50))
-    return compiled.path.parent
+    return ros_support.export_seed(save_path).path
 
 
 def pid_alive(pid: int) -> bool:

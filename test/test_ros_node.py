@@ -14,10 +14,9 @@ import pytest
 import torch
 from ros_support import (
     eager_seed,
+    exited,
     export_seed,
     node_args,
-    prime,
-    reserve_domain_id,
     ros_graph,
     run_to_exit,
     startup_error_line,
@@ -29,6 +28,7 @@ from leapp import session as session_module
 from leapp.spec import load
 from leapp_ros.messages import SUPPORTED_DTYPES, PortCodec
 from leapp_ros.plan import make_plan
+from leapp_ros.testing import prime, reserve_domain_id
 
 SEED_NS = "/torch_pipeline"
 
@@ -76,7 +76,7 @@ def seed_graph(request, seed, tmp_path_factory):
             for node in ("preprocess", "policy")
         ]
     with ros_graph(tmp_path_factory.mktemp(request.param), starts) as (probe, processes, _):
-        probe.wait_ready(SEED_NS, ["preprocess", "policy"], processes)
+        probe.wait_ready(SEED_NS, ["preprocess", "policy"], check=exited(processes))
         graph = seed_endpoints(probe)
         graph.processes = processes
         probe.wait_matched(graph.state)
@@ -172,7 +172,7 @@ class TestDiamond:
         path = leapp.compile_graph().path
         starts = [("leapp_ros.container", [str(path)])]
         with ros_graph(tmp_path_factory.mktemp("diamond_run"), starts) as (probe, processes, _):
-            probe.wait_ready("/diamond", ["a", "b", "c", "d"], processes)
+            probe.wait_ready("/diamond", ["a", "b", "c", "d"], check=exited(processes))
             x = probe.publisher("/diamond/a/x", Float32MultiArray)
             z = probe.subscribe("/diamond/d/z", Float32MultiArray)
             probe.wait_matched(x)
@@ -247,7 +247,7 @@ class TestDtypesStateAndMalformed:
         starts = [("leapp_ros.container", [str(path)])]
         with ros_graph(tmp_path_factory.mktemp("dtypes_run"), starts) as (probe, processes, _):
             nodes = [f"n_{dtype}" for dtype in SUPPORTED_DTYPES] + ["acc"]
-            status = probe.wait_ready("/dtypes", nodes, processes)
+            status = probe.wait_ready("/dtypes", nodes, check=exited(processes))
             ports = {}
             for dtype in SUPPORTED_DTYPES:
                 for port, shape in (("scalar", ()), ("cube", (2, 3, 4))):
@@ -393,7 +393,7 @@ class TestFeedbackAndModelErrors:
         path = export_feedback_and_pick(tmp_path_factory.mktemp("fb"))
         starts = [("leapp_ros.container", [str(path)])]
         with ros_graph(tmp_path_factory.mktemp("fb_run"), starts) as (probe, processes, _):
-            status = probe.wait_ready("/fb", ["p", "q", "pick"], processes)
+            status = probe.wait_ready("/fb", ["p", "q", "pick"], check=exited(processes))
             graph = SimpleNamespace(
                 probe=probe,
                 status=status,
@@ -453,8 +453,8 @@ class TestTimerAndStaleness:
                                          "-p", "max_input_age:=0.3")),
         ]  # fmt: skip
         with ros_graph(tmp_path_factory.mktemp("timer"), starts) as (probe, processes, _):
-            probe.wait_ready("/timed", ["preprocess"], processes)
-            probe.wait_ready("/aged", ["preprocess"], processes)
+            probe.wait_ready("/timed", ["preprocess"], check=exited(processes))
+            probe.wait_ready("/aged", ["preprocess"], check=exited(processes))
             graphs = {ns: seed_endpoints(probe, f"/{ns}") for ns in ("timed", "aged")}
             for endpoints in graphs.values():
                 probe.wait_matched(endpoints.state)

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from ros_support import Probe
 from runner_support import (
     FAKE_NODE,
     REPO,
@@ -21,8 +20,6 @@ from runner_support import (
     SeedIO,
     export_seed,
     pid_alive,
-    reserve_domain_id,
-    ros_env,
     wait_until,
 )
 
@@ -30,6 +27,7 @@ import leapp
 from leapp_ros.plan import PlanError, make_plan
 from leapp_ros.processes import ProcessPlan, load_plan, plan_processes
 from leapp_ros.runner import RestartPolicy, RunningGraph
+from leapp_ros.testing import Probe, reserve_domain_id, ros_env
 
 LAUNCH_FILE = REPO / "launch" / "pipeline.launch.py"
 NODES = ("preprocess", "policy")

@@ -1,0 +1,165 @@
+"""What the harness derives from a plan: readiness, topic checks, driven outputs, QoS.
+
+:func:`unready` lists what a starting graph still lacks; :func:`topic_problems` every
+difference between what the rclpy graph API shows and what :func:`leapp_ros.plan.make_plan`
+planned (names, types, publishing and subscribing nodes, message shapes);
+:func:`driven_outputs` says which outputs some inputs make the nodes publish (firing on
+inputs) and :func:`starved_nodes` which nodes did not although they should have;
+:func:`harness_parameters` writes the parameters file that makes every node subscription
+reliable for the duration of a test.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from leapp_ros.plan import STATUS_TOPIC, PipelinePlan
+
+__all__ = [
+    "driven_outputs",
+    "harness_parameters",
+    "starved_nodes",
+    "subscribed_topics",
+    "topic_problems",
+    "unready",
+]
+
+
+def subscribed_topics(plan: PipelinePlan) -> dict[str, int]:
+    """Every topic some node subscribes to (absolute), with the number of subscribing nodes."""
+    counts: dict[str, int] = {}
+    for node in plan.nodes:
+        for topic in {plan.resolve(port.topic) for port in node.inputs if port.topic is not None}:
+            counts[topic] = counts.get(topic, 0) + 1
+    return counts
+
+
+def harness_parameters(
+    plan: PipelinePlan, path: Path, params_file: str | os.PathLike[str] | None = None
+) -> Path:
+    """Write ``path``: ``params_file`` (if any) plus ``qos_overrides`` making every node
+    subscription reliable (entries the file sets already win); return ``path``."""
+    import yaml
+
+    document: dict[str, Any] = {}
+    if params_file is not None:
+        document = yaml.safe_load(Path(params_file).read_text(encoding="utf-8")) or {}
+    parameters = document.setdefault("/**", {}).setdefault("ros__parameters", {})
+    overrides = parameters.setdefault("qos_overrides", {})
+    for topic in subscribed_topics(plan):
+        subscription = overrides.setdefault(topic, {}).setdefault("subscription", {})
+        subscription.setdefault("reliability", "reliable")
+    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def unready(
+    plan: PipelinePlan,
+    node: Any,
+    statuses: Mapping[str, Mapping[str, Any]],
+    publishers: Mapping[str, Any],
+) -> list[str]:
+    """What a graph still lacks before a test may use it: the nodes whose latest status
+    (``statuses``) is not ``ready``, the topics of the probe's ``publishers`` (by absolute
+    topic) not yet matched with every subscribing node, and the output topics whose publisher
+    or subscribers rclpy ``node`` has not discovered yet."""
+    readers = subscribed_topics(plan)
+    late = [n.name for n in plan.nodes if statuses.get(n.name, {}).get("state") != "ready"]
+    late += [topic for topic, publisher in publishers.items()
+             if publisher.get_subscription_count() < readers.get(topic, 0)]  # fmt: skip
+    outputs = [plan.resolve(port.topic) for n in plan.nodes for port in n.outputs]
+    late += [
+        topic
+        for topic in outputs
+        if node.count_publishers(topic) < 1
+        or node.count_subscribers(topic) < readers.get(topic, 0) + 1
+    ]
+    return late
+
+
+def topic_problems(plan: PipelinePlan, node: Any, latest: Mapping[str, Any | None]) -> list[str]:
+    """Every difference between the ROS graph that rclpy ``node`` sees and ``plan``.
+
+    Args:
+        plan: the pipeline plan.
+        node: an rclpy node in the graph's domain.
+        latest: per output topic (absolute), the newest message received, or None.
+    """
+    expected = dict(plan.topics())
+    found = dict(node.get_topic_names_and_types())
+    prefix = plan.namespace.rstrip("/") + "/"
+    status = plan.resolve(STATUS_TOPIC)
+    problems = [
+        f"{topic}: expected type {kind}, found {found.get(topic, 'none')}"
+        for topic, kind in expected.items()
+        if found.get(topic) != [kind]
+    ]
+    problems += [
+        f"{topic}: not in the plan (types {kinds})"
+        for topic, kinds in sorted(found.items())
+        if topic.startswith(prefix) and topic not in expected and topic != status
+    ]
+    for plan_node in plan.nodes:
+        for output in plan_node.outputs:
+            topic = plan.resolve(output.topic)
+            if plan_node.name not in _names(node.get_publishers_info_by_topic(topic)):
+                problems.append(f"{topic}: not published by node {plan_node.name!r}")
+            message = latest.get(topic)
+            dims = None if message is None else [dim.size for dim in message.layout.dim]
+            if dims is not None and dims != list(output.shape):
+                problems.append(
+                    f"{topic}: expected messages of shape {list(output.shape)}, received {dims}"
+                )
+        for port in plan_node.inputs:
+            if port.topic is None:
+                continue
+            topic = plan.resolve(port.topic)
+            if plan_node.name not in _names(node.get_subscriptions_info_by_topic(topic)):
+                problems.append(f"{topic}: not subscribed by node {plan_node.name!r}")
+    return problems
+
+
+def driven_outputs(plan: PipelinePlan, inputs: Iterable[str]) -> list[str]:
+    """The outputs (``"node/port"``) of every node that fires when ``inputs`` (external
+    ``"node/port"``) arrive: a node fires when each of its external and data-flow inputs is
+    given or produced by a node that fires."""
+    fresh, fired = set(inputs), set()
+    while True:
+        firing = [
+            node
+            for node in plan.nodes
+            if node.name not in fired
+            and any(port.triggers for port in node.inputs)
+            and all((port.source or f"{node.name}/{port.port}") in fresh
+                    for port in node.inputs if port.triggers)
+        ]  # fmt: skip
+        if not firing:
+            break
+        for node in firing:
+            fired.add(node.name)
+            fresh.update(f"{node.name}/{port.port}" for port in node.outputs)
+    return [f"{n.name}/{port.port}" for n in plan.nodes if n.name in fired for port in n.outputs]
+
+
+def starved_nodes(plan: PipelinePlan, given: Iterable[str], published: Iterable[str]) -> list[str]:
+    """The nodes fed by another node that got every input (``given`` external inputs,
+    ``published`` outputs) but did not publish all of their outputs."""
+    given, published = set(given), set(published)
+    starved = []
+    for node in plan.nodes:
+        triggers = [port for port in node.inputs if port.triggers]
+        if (
+            any(port.kind == "data_flow" for port in triggers)
+            and all((port.source in published) if port.kind == "data_flow"
+                    else f"{node.name}/{port.port}" in given for port in triggers)
+            and not all(f"{node.name}/{port.port}" in published for port in node.outputs)
+        ):  # fmt: skip
+            starved.append(node.name)
+    return starved
+
+
+def _names(endpoints: Iterable[Any]) -> set[str]:
+    return {endpoint.node_name for endpoint in endpoints}

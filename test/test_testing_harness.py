@@ -1,0 +1,237 @@
+"""leapp_ros.testing over real DDS: GraphUnderTest steps the seed pipeline over its topics (one
+process per node and composed) equal to eager PyTorch, checks topics against the plan, reports
+status, names silent topics on a timeout, fails when a node dies or cannot start, and leaves no
+process behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import torch
+from ros_support import eager_seed, export_seed
+from runner_support import pid_alive
+
+import leapp
+from leapp import annotate
+from leapp import session as session_module
+from leapp.errors import PipelineError
+from leapp.spec import load
+from leapp_ros.plan import make_plan
+from leapp_ros.testing import (
+    GraphAssertionError,
+    GraphUnderTest,
+    StepTimeoutError,
+    graph_fixture,
+)
+from leapp_ros.testing.topics import driven_outputs, harness_parameters, starved_nodes
+
+
+@pytest.fixture(scope="module")
+def seed(tmp_path_factory):
+    return export_seed(tmp_path_factory.mktemp("seed"))
+
+
+graph = graph_fixture(lambda request: request.getfixturevalue("seed").path, composed=[False, True])
+
+
+def seed_inputs(state=None, velocity=None) -> dict[str, torch.Tensor]:
+    state = torch.randn(6) * 3 if state is None else state
+    velocity = torch.randn(3) if velocity is None else velocity
+    return {"preprocess/state": state, "preprocess/velocity": velocity}
+
+
+# --- what the harness derives from the plan (no ROS) ------------------------------------------
+
+
+def test_driven_outputs_are_those_of_every_node_that_fires(seed):
+    plan = make_plan(load(seed.path))
+    both = ["preprocess/state", "preprocess/velocity"]
+    assert driven_outputs(plan, both) == ["preprocess/obs", "policy/action"]
+    assert driven_outputs(plan, ["preprocess/state"]) == []
+
+
+def test_a_fed_node_that_did_not_publish_is_starved(seed):
+    plan = make_plan(load(seed.path))
+    given = {"preprocess/state", "preprocess/velocity"}
+    assert starved_nodes(plan, given, {"preprocess/obs"}) == ["policy"]
+    assert starved_nodes(plan, given, {"preprocess/obs", "policy/action"}) == []
+    assert starved_nodes(plan, given, set()) == []
+
+
+def test_harness_parameters_make_node_subscriptions_reliable_and_keep_the_users(seed, tmp_path):
+    import yaml
+
+    user = tmp_path / "user.yaml"
+    user.write_text(
+        "/**:\n  ros__parameters:\n    max_input_age: 0.5\n    qos_overrides:\n"
+        "      /torch_pipeline/preprocess/state: {subscription: {reliability: best_effort}}\n"
+    )
+    written = harness_parameters(make_plan(load(seed.path)), tmp_path / "harness.yaml", user)
+    parameters = yaml.safe_load(written.read_text())["/**"]["ros__parameters"]
+    assert parameters == {
+        "max_input_age": 0.5,
+        "qos_overrides": {
+            f"/torch_pipeline/{topic}": {"subscription": {"reliability": reliability}}
+            for topic, reliability in (
+                ("preprocess/state", "best_effort"),
+                ("preprocess/velocity", "reliable"),
+                ("preprocess/obs", "reliable"),
+            )
+        },
+    }
+
+
+# --- the seed pipeline, one process per node and composed ------------------------------------
+
+
+def test_step_returns_every_output_of_the_graph_equal_to_eager(graph, seed):
+    for _ in range(50):
+        inputs = seed_inputs()
+        out = graph.step(inputs, timeout_s=5)
+        obs, action = eager_seed(seed, inputs["preprocess/state"], inputs["preprocess/velocity"])
+        assert set(out) == {"preprocess/obs", "policy/action"}
+        torch.testing.assert_close(out["preprocess/obs"], obs, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(out["policy/action"], action, rtol=1e-5, atol=1e-5)
+
+
+def test_each_step_yields_exactly_one_message_per_output(graph):
+    before = {key: len(graph.received(key)) for key in graph.outputs}
+    for _ in range(10):
+        graph.step(seed_inputs())
+    graph.spin(0.3)
+    assert {key: len(graph.received(key)) - before[key] for key in graph.outputs} == {
+        "preprocess/obs": 10,
+        "policy/action": 10,
+    }
+
+
+def test_expect_topics_returns_the_planned_topics_and_types(graph, seed):
+    assert graph.expect_topics() == dict(make_plan(load(seed.path)).topics())
+
+
+def test_expect_topics_names_a_topic_the_plan_does_not_have(graph):
+    from std_msgs.msg import Float32MultiArray
+
+    rogue = graph.probe.publisher("/torch_pipeline/preprocess/rogue", Float32MultiArray)
+    try:
+        with pytest.raises(GraphAssertionError) as caught:
+            graph.expect_topics(timeout_s=1.0)
+    finally:
+        graph.probe.node.destroy_publisher(rogue)
+    assert str(caught.value).endswith(
+        "\n  - /torch_pipeline/preprocess/rogue: not in the plan "
+        "(types ['std_msgs/msg/Float32MultiArray'])"
+    )
+
+
+def test_status_counts_every_run_of_every_node(graph):
+    graph.step(seed_inputs())
+    published = {key.split("/")[0]: len(graph.received(key)) for key in graph.outputs}
+    graph.probe.spin_until(
+        lambda: {node: s["runs"] for node, s in graph.status().items()} == published,
+        3,
+        f"statuses with every run {published}",
+    )
+    status = graph.status()
+    assert all(s["state"] == "ready" and s["errors"] == s["dropped"] == 0 for s in status.values())
+
+
+def test_step_rejects_an_input_the_pipeline_does_not_have(graph):
+    with pytest.raises(PipelineError) as caught:
+        graph.step({"policy/obs": torch.zeros(9)})
+    assert str(caught.value) == (
+        "'policy/obs': not an external input of pipeline 'torch_pipeline'; its external "
+        "inputs are preprocess/state, preprocess/velocity"
+    )
+
+
+def test_step_rejects_a_tensor_that_does_not_fit_its_port(graph):
+    with pytest.raises(PipelineError, match=r"input 'preprocess/state': expected a float32 "):
+        graph.step(seed_inputs(state=torch.zeros(5)))
+
+
+def test_step_refuses_inputs_that_make_no_node_fire(graph):
+    with pytest.raises(PipelineError, match=r"make no node of pipeline 'torch_pipeline' fire"):
+        graph.step({"preprocess/state": torch.zeros(6)})
+
+
+# --- a node that never publishes --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def half_fed(tmp_path_factory):
+    """``pipe``: preprocess(state) -> obs; policy(obs, command) -> action, in one process."""
+    session_module._active = None
+    leapp.start("pipe", save_path=tmp_path_factory.mktemp("pipe"))
+    with torch.no_grad():
+        state = annotate.input_tensors("preprocess", {"state": torch.randn(3)})
+        obs = annotate.output_tensors("preprocess", {"obs": state * 2})
+        obs, command = annotate.input_tensors("policy", {"obs": obs, "command": torch.randn(3)})
+        annotate.output_tensors("policy", {"action": obs + command})
+    leapp.stop()
+    with GraphUnderTest(leapp.compile_graph().path, composed=True) as started:
+        yield started
+
+
+def test_step_waits_only_for_the_outputs_its_inputs_drive(half_fed):
+    state = torch.randn(3)
+    out = half_fed.step({"preprocess/state": state})
+    assert list(out) == ["preprocess/obs"]
+    torch.testing.assert_close(out["preprocess/obs"], state * 2)
+
+
+def test_step_timeout_names_the_silent_topic_and_what_arrived(half_fed):
+    with pytest.raises(StepTimeoutError) as caught:
+        half_fed.step({"preprocess/state": torch.ones(3)}, outputs=["policy/action"], timeout_s=1)
+    assert isinstance(caught.value, AssertionError)
+    assert str(caught.value) == (
+        "no message on /pipe/policy/action within 1.0 s; received: /pipe/preprocess/obs (1)"
+    )
+    assert caught.value.missing == ("/pipe/policy/action",)
+
+
+# --- failures and shutdown --------------------------------------------------------------------
+
+
+def test_a_node_that_dies_fails_the_step_and_the_shutdown(seed):
+    graph = GraphUnderTest(seed.path).start()
+    try:
+        os.kill(graph.pids["policy"], signal.SIGKILL)
+        with pytest.raises(
+            GraphAssertionError, match=r"'policy' \(pid \d+\) was killed by SIGKILL"
+        ):
+            graph.step(seed_inputs())
+    finally:
+        with pytest.raises(GraphAssertionError, match=r"stopped with exit code 1: .*'policy'"):
+            graph.close()
+
+
+def test_a_node_that_cannot_start_fails_the_start_with_its_error(tmp_path):
+    session_module._active = None
+    leapp.start("acc", save_path=tmp_path)
+    with torch.no_grad():
+        x = annotate.input_tensors("acc", {"x": torch.randn(2)})
+        h = annotate.state_tensors("acc", {"h": torch.zeros(2)})
+        annotate.update_state("acc", {"h": h + x})
+        annotate.output_tensors("acc", {"total": (h + x).sum()})
+    leapp.stop()
+    export = leapp.compile_graph().path.parent
+    (export / "acc_initial_values.safetensors").unlink()
+    graph = GraphUnderTest(export, composed=True)
+    with pytest.raises(GraphAssertionError) as caught:
+        graph.start()
+    message = str(caught.value)
+    assert message.startswith("graph /acc failed: /acc: 'acc' (pid ")
+    assert "exited with code 2 unexpectedly" in message
+    assert "feedback/state input(s) ['h'] need initial values" in message
+    assert graph.pids == {}
+
+
+def test_leaving_the_block_stops_every_process(seed):
+    with GraphUnderTest(seed.path) as started:
+        pids = list(started.pids.values())
+        assert len(pids) == 2 and all(pid_alive(pid) for pid in pids)
+    assert [pid for pid in pids if pid_alive(pid)] == []
+    assert started.pids == {}
