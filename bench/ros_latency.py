@@ -32,6 +32,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "bench"))
+from export import measure_step  # noqa: E402  (bench/export.py: Pipeline.step in-process)
+
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("ROS_DOMAIN_ID", str(150 + os.getpid() % 80))
 
@@ -51,23 +54,6 @@ def export_seed(folder: Path) -> Path:
     seed.run_policy(seed.Policy().eval(), seed.preprocess(torch.zeros(6), torch.zeros(3)))
     leapp.stop()
     return leapp.compile_graph().path
-
-
-def in_process_step_us(path: Path, steps: int) -> float:
-    import torch
-
-    import leapp
-
-    pipeline = leapp.Pipeline.load(path)
-    inputs = {"preprocess/state": torch.randn(6), "preprocess/velocity": torch.randn(3)}
-    for _ in range(200):
-        pipeline.step(inputs)
-    samples = []
-    for _ in range(steps):
-        began = time.perf_counter_ns()
-        pipeline.step(inputs)
-        samples.append(time.perf_counter_ns() - began)
-    return statistics.median(samples) / 1000.0
 
 
 class Client:
@@ -228,7 +214,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         path = export_seed(Path(folder))
-        baseline = in_process_step_us(path, 20000)
+        baseline, _ = measure_step(str(path), 20000)
         results = {
             "composed": measure_composed(path, args.samples, args.seconds),
             "one process per node": measure_processes(path, args.samples, args.seconds),

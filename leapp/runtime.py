@@ -1,8 +1,7 @@
 """Reference runtime: run an exported pipeline in-process, node by node.
 
-:func:`load_model` loads one node's artifact (TorchScript, ONNX or pt2) behind one interface,
-:class:`Model`; :class:`Pipeline` loads every node of an export and runs them in
-producer-before-consumer order on each :meth:`Pipeline.step`::
+:class:`Pipeline` loads every node of an export (each a :class:`~leapp.model.Model`) and runs
+them in producer-before-consumer order on each :meth:`Pipeline.step`::
 
     import torch
     from leapp.runtime import Pipeline
@@ -12,126 +11,27 @@ producer-before-consumer order on each :meth:`Pipeline.step`::
                          "preprocess/velocity": torch.zeros(3)})
     out["policy/action"]                                       # every output of every node
 
-Runtimes follow the deployment settings: ONNX Runtime with one intra-op and one inter-op
-thread, TorchScript and pt2 with ``torch.set_num_threads(1)`` (process-wide), and warm-up runs
-on zeros at load, so the first step is not slower than the others. Everything a step needs
-(order, port lists, expected shapes and dtypes, ONNX input names) is computed at load; a step
-only checks each external input's shape and dtype and calls the models.
+State and feedback inputs start from the export's initial values and take, on each step, what
+their producers published on the previous one; :meth:`Pipeline.reset` starts them over.
+Everything a step needs (order, port lists, expected shapes and dtypes) is computed at load; a
+step only checks each external input's shape and dtype and calls the models.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import time
-import warnings
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from leapp.errors import PipelineError
+from leapp.model import Model, check_value, load_model, port_check
 from leapp.spec import ModelSpec, Spec, TensorSpec
 
-__all__ = ["Model", "Pipeline", "load_model"]
+__all__ = ["Pipeline"]
 
-logger = logging.getLogger(__name__)
-
-_Call = Callable[[Sequence[torch.Tensor]], tuple[torch.Tensor, ...]]
 _Check = tuple[str, torch.dtype, tuple[int, ...]]  # (port, dtype, shape)
-_WARMUP_RUNS = 2  # TorchScript's profiling executor settles on its optimized plan at run 2
-
-
-class Model:
-    """One node's loaded artifact, called with tensors in the spec's port order.
-
-    ``name`` is the node, ``backend`` its backend, ``inputs``/``outputs`` its port specs.
-    """
-
-    __slots__ = ("_call", "_checks", "backend", "inputs", "name", "outputs", "path")
-
-    def __init__(self, model: ModelSpec, path: Path, call: _Call):
-        self.name = model.name
-        self.backend = model.parameters.backend
-        self.inputs = model.inputs
-        self.outputs = model.outputs
-        self.path = path
-        self._call = call
-        self._checks = tuple(_check_of(model.name, port) for port in model.inputs)
-
-    def run(self, inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        """Run the artifact on one tensor per input port; returns one tensor per output port.
-
-        Raises:
-            PipelineError: wrong number of inputs, or an input of the wrong shape or dtype.
-        """
-        if len(inputs) != len(self._checks):
-            names = [port.name for port in self.inputs]
-            raise PipelineError(
-                f"node {self.name!r} takes {len(names)} inputs {names} in this order, "
-                f"got {len(inputs)}"
-            )
-        for (port, dtype, shape), value in zip(self._checks, inputs, strict=True):
-            _check_value(f"{self.name}/{port}", value, dtype, shape)
-        with torch.no_grad():
-            return self._call(inputs)
-
-    def __repr__(self) -> str:
-        return f"Model(name={self.name!r}, backend={self.backend!r}, path={str(self.path)!r})"
-
-
-def load_model(spec: Spec, node: str) -> Model:
-    """Load the artifact of ``node`` (relative to the spec's folder), warmed up and checked.
-
-    Checksums are not verified here: :func:`leapp.spec.load` does that when asked to
-    (``Pipeline.load`` asks). Warm-up runs on zeros of the spec's input shapes also check that
-    the artifact returns the outputs the spec lists.
-
-    Raises:
-        PipelineError: unknown node, a node without artifact (backend null), a missing file,
-            an unknown backend, or an artifact that disagrees with the spec.
-    """
-    try:
-        model = spec.model(node)
-    except KeyError:
-        names = [m.name for m in spec.models]
-        raise PipelineError(f"no node {node!r} in spec {spec.name!r}; nodes: {names}") from None
-    parameters = model.parameters
-    if parameters.backend is None or parameters.model_path is None:
-        raise PipelineError(
-            f"node {node!r} has no artifact (backend: null): there is nothing to run; export "
-            "it with export_with='jit', 'onnx' or 'pt2'"
-        )
-    if spec.path is None:
-        raise PipelineError(f"spec {spec.name!r} has no file; write it with leapp.spec.dump()")
-    path = spec.directory / parameters.model_path
-    if not path.is_file():
-        raise PipelineError(f"node {node!r}: artifact file {str(path)!r} does not exist")
-    loaders = {"jit": _load_jit, "onnx": _load_onnx, "pt2": _load_pt2}
-    loader = loaders.get(parameters.backend)
-    if loader is None:
-        raise PipelineError(
-            f"node {node!r}: backend {parameters.backend!r} cannot be run; this runtime runs "
-            f"{sorted(loaders)}"
-        )
-    started = time.perf_counter()
-    try:
-        call = loader(path, model)
-    except PipelineError:
-        raise
-    except Exception as e:
-        raise PipelineError(f"node {node!r}: cannot load {str(path)!r}: {e}") from e
-    loaded = Model(model, path, call)
-    _warm_up(loaded)
-    logger.debug(
-        "node %s: loaded %s in %.1f ms",
-        node,
-        parameters.backend,
-        1e3 * (time.perf_counter() - started),
-    )
-    return loaded
-
 
 class Pipeline:
     """Every node of an export, run in producer-before-consumer order by :meth:`step`.
@@ -150,7 +50,7 @@ class Pipeline:
         self._spec = spec
         sources, external = _wire(spec)
         self._checks: tuple[_Check, ...] = tuple(
-            _check_of(f"{spec.name} input", port, key) for key, port in external
+            port_check(f"{spec.name} input", port, key) for key, port in external
         )
         self._input_keys = frozenset(key for key, _ in external)
         # Values of feedback inputs (source index 2), keyed by the consuming port: the initial
@@ -222,7 +122,7 @@ class Pipeline:
                     continue
             except AttributeError:
                 pass
-            _check_value(key, value, dtype, shape)
+            check_value(key, value, dtype, shape)
         outputs: dict[str, torch.Tensor] = {}
         values = (inputs, outputs, self._feedback)
         with torch.no_grad():
@@ -332,131 +232,3 @@ def _execution_order(spec: Spec, sources: Mapping[str, tuple[int, str]]) -> list
         done.add(ready[0].name)
     return order
 
-
-def _check_of(owner: str, port: TensorSpec, key: str | None = None) -> _Check:
-    dtype = getattr(torch, port.dtype.removeprefix("torch."), None)
-    if not isinstance(dtype, torch.dtype):
-        raise PipelineError(f"{owner}: port {port.name!r} has unknown dtype {port.dtype!r}")
-    return (key or port.name, dtype, tuple(int(size) for size in port.shape))
-
-
-def _check_value(key: str, value: object, dtype: torch.dtype, shape: tuple[int, ...]) -> None:
-    if not isinstance(value, torch.Tensor):
-        raise PipelineError(
-            f"input {key!r} is a {type(value).__name__}, expected a torch.Tensor of dtype "
-            f"{_dtype_name(dtype)} and shape {list(shape)} (use torch.as_tensor)"
-        )
-    if value.dtype is not dtype:
-        raise PipelineError(
-            f"input {key!r} has dtype {_dtype_name(value.dtype)}, expected "
-            f"{_dtype_name(dtype)}; convert it with .to(torch.{_dtype_name(dtype)})"
-        )
-    if value.shape != shape:
-        raise PipelineError(f"input {key!r} has shape {list(value.shape)}, expected {list(shape)}")
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def _warm_up(model: Model) -> None:
-    zeros = [torch.zeros(shape, dtype=dtype) for _, dtype, shape in model._checks]
-    try:
-        for _ in range(_WARMUP_RUNS):
-            results = model.run(zeros)
-    except Exception as e:
-        raise PipelineError(
-            f"node {model.name!r}: the artifact {str(model.path)!r} fails on zeros of the "
-            f"spec's input shapes: {e}; re-export the node or try another backend"
-        ) from e
-    expected = [_check_of(model.name, port) for port in model.outputs]
-    if len(results) != len(expected):
-        raise PipelineError(
-            f"node {model.name!r}: the artifact {str(model.path)!r} returns {len(results)} "
-            f"outputs, the spec lists {len(expected)} {[p.name for p in model.outputs]}; "
-            "re-export the node"
-        )
-    for (port, dtype, shape), value in zip(expected, results, strict=True):
-        if value.dtype is not dtype or value.shape != shape:
-            raise PipelineError(
-                f"node {model.name!r}: output {port!r} of {str(model.path)!r} is "
-                f"{_dtype_name(value.dtype)} {list(value.shape)}, the spec says "
-                f"{_dtype_name(dtype)} {list(shape)}; re-export the node"
-            )
-
-
-def _load_jit(path: Path, model: ModelSpec) -> _Call:
-    torch.set_num_threads(1)
-    with warnings.catch_warnings():
-        # TorchScript is deprecated upstream but is what LEAPP deployments load.
-        warnings.filterwarnings("ignore", message=".*torch.jit.load. is deprecated")
-        module = torch.jit.load(str(path), map_location="cpu")
-    module.eval()
-    return _module_call(module.forward)
-
-
-def _load_pt2(path: Path, model: ModelSpec) -> _Call:
-    from torch.export import load as load_program
-
-    torch.set_num_threads(1)
-    return _module_call(load_program(str(path)).module())
-
-
-def _module_call(forward: Callable[..., Any]) -> _Call:
-    def call(inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        result = forward(*inputs)
-        if isinstance(result, torch.Tensor):
-            return (result,)
-        return tuple(result)
-
-    return call
-
-
-def _load_onnx(path: Path, model: ModelSpec) -> _Call:
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    input_names = _match_names(
-        model.name, "inputs", [i.name for i in session.get_inputs()], model.inputs
-    )
-    output_names = _match_names(
-        model.name, "outputs", [o.name for o in session.get_outputs()], model.outputs
-    )
-    run = session.run
-    from_numpy = torch.from_numpy
-
-    def call(inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        feed = {}
-        for name, value in zip(input_names, inputs, strict=True):
-            try:
-                feed[name] = value.numpy()  # a view: no copy for CPU tensors
-            except (RuntimeError, TypeError):
-                feed[name] = value.detach().cpu().numpy()
-        return tuple(map(from_numpy, run(output_names, feed)))
-
-    return call
-
-
-def _match_names(node: str, what: str, names: list[str], ports: Sequence[TensorSpec]) -> list[str]:
-    """ONNX value names in port order: by name when every port finds its name (the port name,
-    or ``<port>_in`` / ``<port>_out`` for a port that is both an input and an output, as leapp
-    and NVIDIA's LEAPP write them), else by position (files from other tools keep the order).
-    """
-    port_names = [port.name for port in ports]
-    if len(names) != len(port_names):
-        raise PipelineError(
-            f"node {node!r}: the ONNX model has {len(names)} {what} {names}, the spec lists "
-            f"{len(port_names)} {port_names}; re-export the node"
-        )
-    suffix = "_in" if what == "inputs" else "_out"
-    available = set(names)
-    matched = []
-    for port in port_names:
-        found = next((n for n in (port, port + suffix) if n in available), None)
-        if found is None:
-            return names
-        matched.append(found)
-    return matched

@@ -1,6 +1,6 @@
 """Validation: prove that every exported artifact reproduces the traced values.
 
-:func:`validate_export` loads each node's artifact with :func:`leapp.runtime.load_model`, feeds
+:func:`validate_export` loads each node's artifact with :func:`leapp.model.load_model`, feeds
 it every input captured while tracing (``<name>_examples.safetensors``) and compares each output
 with the value eager PyTorch produced then::
 
@@ -107,7 +107,7 @@ def validate_export(spec: Spec, *, rtol: float = 1e-3, atol: float = 1e-5) -> Va
         PipelineError: an artifact cannot be loaded.
     """
     from leapp.examples import load_examples
-    from leapp.runtime import load_model
+    from leapp.model import load_model
 
     if spec.pipeline.examples is None:
         raise ValidationError(

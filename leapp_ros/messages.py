@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from leapp.errors import LeappError
+from leapp_ros.plan import message_type
 
 __all__ = ["SUPPORTED_DTYPES", "MessageError", "PortCodec", "codec", "from_message", "to_message"]
 
@@ -57,20 +58,25 @@ class _Wire:
     numpy: Any  # numpy dtype of the data field
 
 
+# The data field of each port's message (the message type itself comes from the plan).
+_DATA = {
+    "float32": ("f", np.float32),
+    "float64": ("d", np.float64),
+    "float16": ("f", np.float32),
+    "bfloat16": ("f", np.float32),
+    "int8": ("b", np.int8),
+    "int16": ("h", np.int16),
+    "int32": ("i", np.int32),
+    "int64": ("q", np.int64),
+    "uint8": ("B", np.uint8),
+    "uint16": ("H", np.uint16),
+    "uint32": ("I", np.uint32),
+    "uint64": ("Q", np.uint64),
+    "bool": ("B", np.uint8),
+}
 _WIRE = {
-    "float32": _Wire("Float32MultiArray", "f", np.float32),
-    "float64": _Wire("Float64MultiArray", "d", np.float64),
-    "float16": _Wire("Float32MultiArray", "f", np.float32),
-    "bfloat16": _Wire("Float32MultiArray", "f", np.float32),
-    "int8": _Wire("Int8MultiArray", "b", np.int8),
-    "int16": _Wire("Int16MultiArray", "h", np.int16),
-    "int32": _Wire("Int32MultiArray", "i", np.int32),
-    "int64": _Wire("Int64MultiArray", "q", np.int64),
-    "uint8": _Wire("UInt8MultiArray", "B", np.uint8),
-    "uint16": _Wire("UInt16MultiArray", "H", np.uint16),
-    "uint32": _Wire("UInt32MultiArray", "I", np.uint32),
-    "uint64": _Wire("UInt64MultiArray", "Q", np.uint64),
-    "bool": _Wire("UInt8MultiArray", "B", np.uint8),
+    dtype: _Wire(message_type(dtype).rsplit("/", 1)[1], typecode, numpy_dtype)
+    for dtype, (typecode, numpy_dtype) in _DATA.items()
 }
 
 #: tensor dtypes that have a message type.

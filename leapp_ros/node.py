@@ -138,7 +138,7 @@ class PipelineNode(Node):
             plan = make_plan(spec, namespace=self.get_namespace())
             self.plan = plan.node(self.pipeline_node)
             self.firing = firing_rule(self.plan, settings)
-            from leapp.runtime import load_model
+            from leapp.model import load_model
 
             self._model = load_model(spec, self.pipeline_node)
             initial = initial_values(plan.initial_values, self.plan)

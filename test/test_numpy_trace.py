@@ -43,7 +43,7 @@ def export_numpy(tmp_path, fn, inputs, backend, node="node"):
 
 def assert_matches_numpy(compiled, fn, make_inputs, node="node", atol=1e-5):
     """The artifact and eager NumPy agree (values and dtypes) on fresh inputs."""
-    from leapp.runtime import load_model
+    from leapp.model import load_model
 
     model = load_model(compiled.spec, node)
     ports = [p.name for p in compiled.spec.model(node).inputs]

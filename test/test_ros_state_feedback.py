@@ -9,68 +9,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_state_feedback import feedback_loop, gru_loop
 
 import leapp
-from leapp import annotate
 from leapp import session as session_module
 from leapp_ros.cli import main
 from leapp_ros.testing import GraphUnderTest
 
-torch.manual_seed(7)
-GRU = torch.nn.GRUCell(4, 6).eval()
-HEAD = torch.nn.Linear(6, 2).eval()
-ENCODER = torch.nn.Linear(5 + 2, 5).eval()
 FIRST_ACTION = torch.full((2,), 0.25)
 STEPS = 50
 TRACED_TICKS = 5
 MODES = {"processes": False, "composed": True}
-
-
-def gru_policy(obs, h, backend="jit"):
-    """One tick of a recurrent policy with explicit state ``h``."""
-    obs = annotate.input_tensors("policy", {"obs": obs})
-    h = annotate.state_tensors("policy", {"h": h})
-    h_next = GRU(obs.unsqueeze(0), h.unsqueeze(0)).squeeze(0)
-    action = torch.tanh(HEAD(h_next))
-    h_next = annotate.update_state("policy", {"h": h_next})
-    annotate.output_tensors("policy", {"action": action}, export_with=backend)
-    return action, h_next
-
-
-def preprocess(state, previous_action):
-    state, previous_action = annotate.input_tensors(
-        "preprocess", {"state": state, "previous_action": previous_action}
-    )
-    obs = ENCODER(torch.cat([state, previous_action * 0.5]))
-    annotate.output_tensors("preprocess", {"obs": obs}, export_with="jit")
-    return obs
-
-
-def act(obs):
-    obs = annotate.input_tensors("act", {"obs": obs})
-    action = torch.tanh(obs[:2] * 2.0)
-    annotate.output_tensors("act", {"action": action}, export_with="onnx")
-    return action
-
-
-def gru_loop(observations, backend="jit"):
-    """``[(action, h)]`` of the eager GRU loop from h = 0 (outside a session: plain PyTorch)."""
-    h, results = torch.zeros(6), []
-    with torch.no_grad():
-        for obs in observations:
-            action, h = gru_policy(obs, h, backend)
-            results.append((action, h))
-    return results
-
-
-def feedback_loop(states):
-    """The actions of the eager loop that feeds each action back into the next preprocess."""
-    action, actions = FIRST_ACTION, []
-    with torch.no_grad():
-        for state in states:
-            action = act(preprocess(state, action))
-            actions.append(action)
-    return actions
 
 
 def export(save_path: Path, name: str, run) -> Path:
@@ -96,7 +45,7 @@ def exports(tmp_path_factory) -> dict[str, Path]:
         "loop": export(
             tmp_path_factory.mktemp("loop"),
             "loop",
-            lambda: feedback_loop([torch.randn(5) for _ in range(TRACED_TICKS)]),
+            lambda: feedback_loop([torch.randn(5) for _ in range(TRACED_TICKS)], FIRST_ACTION),
         ),
     }
 
@@ -138,7 +87,8 @@ def test_gru_state_through_ros_equals_the_eager_loop_at_every_step(gru_graph):
 
 def test_previous_action_fed_back_through_ros_equals_the_eager_loop_at_every_step(loop_graph):
     states = [torch.randn(5) for _ in range(STEPS)]
-    for step, (state, action) in enumerate(zip(states, feedback_loop(states), strict=True)):
+    expected = feedback_loop(states, FIRST_ACTION)
+    for step, (state, action) in enumerate(zip(states, expected, strict=True)):
         out = loop_graph.step({"preprocess/state": state})
         assert set(out) == {"preprocess/obs", "act/action"}
         assert_equal_within_1e_5(out["act/action"], action, step)

@@ -11,7 +11,8 @@ import torch.fx
 from leapp import spec as spec_file
 from leapp.errors import PipelineError, SpecError
 from leapp.export import export_node
-from leapp.runtime import Pipeline, load_model
+from leapp.model import load_model
+from leapp.runtime import Pipeline
 
 SAMPLES = 50
 

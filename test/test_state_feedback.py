@@ -15,27 +15,30 @@ HEAD = torch.nn.Linear(6, 2).eval()
 ENCODER = torch.nn.Linear(5 + 2, 5).eval()
 
 
-def gru_policy(obs, h):
+def gru_policy(obs, h, backend="jit"):
     """One tick of a recurrent policy with explicit state ``h``."""
     obs = annotate.input_tensors("policy", {"obs": obs})
     h = annotate.state_tensors("policy", {"h": h})
     h_next = GRU(obs.unsqueeze(0), h.unsqueeze(0)).squeeze(0)
     action = torch.tanh(HEAD(h_next))
     h_next = annotate.update_state("policy", {"h": h_next})
-    annotate.output_tensors("policy", {"action": action}, export_with=BACKEND[0])
+    annotate.output_tensors("policy", {"action": action}, export_with=backend)
     return action, h_next
 
 
-BACKEND = ["jit"]
+def gru_loop(observations, backend="jit"):
+    """``[(action, h)]`` of the GRU loop from h = 0 (traced inside a session, else eager)."""
+    h, results = torch.zeros(6), []
+    with torch.no_grad():
+        for obs in observations:
+            action, h = gru_policy(obs, h, backend)
+            results.append((action, h))
+    return results
 
 
 def export_gru(tmp_path, backend, ticks=3):
-    BACKEND[0] = backend
     leapp.start("gru", save_path=tmp_path)
-    h = torch.zeros(6)
-    with torch.no_grad():
-        for _ in range(ticks):
-            _, h = gru_policy(torch.randn(4), h)
+    gru_loop([torch.randn(4) for _ in range(ticks)], backend)
     leapp.stop()
     return leapp.compile_graph()
 
@@ -57,12 +60,7 @@ def test_gru_state_is_a_self_feedback_edge_with_an_initial_value(tmp_path, backe
 def test_gru_pipeline_matches_the_eager_loop_for_50_steps_and_resets(tmp_path, backend):
     pipeline = leapp.Pipeline.load(export_gru(tmp_path, backend).path)
     observations = [torch.randn(4) for _ in range(50)]
-    h = torch.zeros(6)
-    expected = []
-    with torch.no_grad():
-        for obs in observations:
-            action, h = gru_policy(obs, h)
-            expected.append((action, h))
+    expected = gru_loop(observations, backend)
     for _ in range(2):  # the second round after reset() must repeat the first exactly
         for obs, (action, h) in zip(observations, expected, strict=True):
             out = pipeline.step({"policy/obs": obs})

@@ -1,0 +1,252 @@
+"""One node's artifact, loaded and callable: TorchScript, ONNX or pt2 behind :class:`Model`.
+
+    from leapp.model import load_model
+
+    model = load_model(spec, "policy")           # checks ports against the spec, warms up
+    (action,) = model.run([obs])                 # tensors in the spec's port order
+
+Runtimes follow the deployment settings: ONNX Runtime with one intra-op and one inter-op
+thread, TorchScript and pt2 with ``torch.set_num_threads(1)`` (process-wide), and warm-up runs
+on zeros at load, so the first call is not slower than the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from leapp.errors import PipelineError
+from leapp.spec import ModelSpec, Spec, TensorSpec
+
+__all__ = ["Model", "check_value", "load_model", "port_check"]
+
+logger = logging.getLogger(__name__)
+
+_Call = Callable[[Sequence[torch.Tensor]], tuple[torch.Tensor, ...]]
+_Check = tuple[str, torch.dtype, tuple[int, ...]]  # (port, dtype, shape)
+_WARMUP_RUNS = 2  # TorchScript's profiling executor settles on its optimized plan at run 2
+
+
+class Model:
+    """One node's loaded artifact, called with tensors in the spec's port order.
+
+    ``name`` is the node, ``backend`` its backend, ``inputs``/``outputs`` its port specs.
+    """
+
+    __slots__ = ("_call", "_checks", "backend", "inputs", "name", "outputs", "path")
+
+    def __init__(self, model: ModelSpec, path: Path, call: _Call):
+        self.name = model.name
+        self.backend = model.parameters.backend
+        self.inputs = model.inputs
+        self.outputs = model.outputs
+        self.path = path
+        self._call = call
+        self._checks = tuple(port_check(model.name, port) for port in model.inputs)
+
+    def run(self, inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """Run the artifact on one tensor per input port; returns one tensor per output port.
+
+        Raises:
+            PipelineError: wrong number of inputs, or an input of the wrong shape or dtype.
+        """
+        if len(inputs) != len(self._checks):
+            names = [port.name for port in self.inputs]
+            raise PipelineError(
+                f"node {self.name!r} takes {len(names)} inputs {names} in this order, "
+                f"got {len(inputs)}"
+            )
+        for (port, dtype, shape), value in zip(self._checks, inputs, strict=True):
+            check_value(f"{self.name}/{port}", value, dtype, shape)
+        with torch.no_grad():
+            return self._call(inputs)
+
+    def __repr__(self) -> str:
+        return f"Model(name={self.name!r}, backend={self.backend!r}, path={str(self.path)!r})"
+
+
+def load_model(spec: Spec, node: str) -> Model:
+    """Load the artifact of ``node`` (relative to the spec's folder), warmed up and checked.
+
+    Checksums are not verified here: :func:`leapp.spec.load` does that when asked to
+    (``Pipeline.load`` asks). Warm-up runs on zeros of the spec's input shapes also check that
+    the artifact returns the outputs the spec lists.
+
+    Raises:
+        PipelineError: unknown node, a node without artifact (backend null), a missing file,
+            an unknown backend, or an artifact that disagrees with the spec.
+    """
+    try:
+        model = spec.model(node)
+    except KeyError:
+        names = [m.name for m in spec.models]
+        raise PipelineError(f"no node {node!r} in spec {spec.name!r}; nodes: {names}") from None
+    parameters = model.parameters
+    if parameters.backend is None or parameters.model_path is None:
+        raise PipelineError(
+            f"node {node!r} has no artifact (backend: null): there is nothing to run; export "
+            "it with export_with='jit', 'onnx' or 'pt2'"
+        )
+    if spec.path is None:
+        raise PipelineError(f"spec {spec.name!r} has no file; write it with leapp.spec.dump()")
+    path = spec.directory / parameters.model_path
+    if not path.is_file():
+        raise PipelineError(f"node {node!r}: artifact file {str(path)!r} does not exist")
+    loaders = {"jit": _load_jit, "onnx": _load_onnx, "pt2": _load_pt2}
+    loader = loaders.get(parameters.backend)
+    if loader is None:
+        raise PipelineError(
+            f"node {node!r}: backend {parameters.backend!r} cannot be run; this runtime runs "
+            f"{sorted(loaders)}"
+        )
+    started = time.perf_counter()
+    try:
+        call = loader(path, model)
+    except PipelineError:
+        raise
+    except Exception as e:
+        raise PipelineError(f"node {node!r}: cannot load {str(path)!r}: {e}") from e
+    loaded = Model(model, path, call)
+    _warm_up(loaded)
+    logger.debug(
+        "node %s: loaded %s in %.1f ms",
+        node,
+        parameters.backend,
+        1e3 * (time.perf_counter() - started),
+    )
+    return loaded
+
+
+def port_check(owner: str, port: TensorSpec, key: str | None = None) -> _Check:
+    dtype = getattr(torch, port.dtype.removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype):
+        raise PipelineError(f"{owner}: port {port.name!r} has unknown dtype {port.dtype!r}")
+    return (key or port.name, dtype, tuple(int(size) for size in port.shape))
+
+
+def check_value(key: str, value: object, dtype: torch.dtype, shape: tuple[int, ...]) -> None:
+    if not isinstance(value, torch.Tensor):
+        raise PipelineError(
+            f"input {key!r} is a {type(value).__name__}, expected a torch.Tensor of dtype "
+            f"{_dtype_name(dtype)} and shape {list(shape)} (use torch.as_tensor)"
+        )
+    if value.dtype is not dtype:
+        raise PipelineError(
+            f"input {key!r} has dtype {_dtype_name(value.dtype)}, expected "
+            f"{_dtype_name(dtype)}; convert it with .to(torch.{_dtype_name(dtype)})"
+        )
+    if value.shape != shape:
+        raise PipelineError(f"input {key!r} has shape {list(value.shape)}, expected {list(shape)}")
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _warm_up(model: Model) -> None:
+    zeros = [torch.zeros(shape, dtype=dtype) for _, dtype, shape in model._checks]
+    try:
+        for _ in range(_WARMUP_RUNS):
+            results = model.run(zeros)
+    except Exception as e:
+        raise PipelineError(
+            f"node {model.name!r}: the artifact {str(model.path)!r} fails on zeros of the "
+            f"spec's input shapes: {e}; re-export the node or try another backend"
+        ) from e
+    expected = [port_check(model.name, port) for port in model.outputs]
+    if len(results) != len(expected):
+        raise PipelineError(
+            f"node {model.name!r}: the artifact {str(model.path)!r} returns {len(results)} "
+            f"outputs, the spec lists {len(expected)} {[p.name for p in model.outputs]}; "
+            "re-export the node"
+        )
+    for (port, dtype, shape), value in zip(expected, results, strict=True):
+        if value.dtype is not dtype or value.shape != shape:
+            raise PipelineError(
+                f"node {model.name!r}: output {port!r} of {str(model.path)!r} is "
+                f"{_dtype_name(value.dtype)} {list(value.shape)}, the spec says "
+                f"{_dtype_name(dtype)} {list(shape)}; re-export the node"
+            )
+
+
+def _load_jit(path: Path, model: ModelSpec) -> _Call:
+    torch.set_num_threads(1)
+    with warnings.catch_warnings():
+        # TorchScript is deprecated upstream but is what LEAPP deployments load.
+        warnings.filterwarnings("ignore", message=".*torch.jit.load. is deprecated")
+        module = torch.jit.load(str(path), map_location="cpu")
+    module.eval()
+    return _module_call(module.forward)
+
+
+def _load_pt2(path: Path, model: ModelSpec) -> _Call:
+    from torch.export import load as load_program
+
+    torch.set_num_threads(1)
+    return _module_call(load_program(str(path)).module())
+
+
+def _module_call(forward: Callable[..., Any]) -> _Call:
+    def call(inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        result = forward(*inputs)
+        if isinstance(result, torch.Tensor):
+            return (result,)
+        return tuple(result)
+
+    return call
+
+
+def _load_onnx(path: Path, model: ModelSpec) -> _Call:
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    input_names = _match_names(
+        model.name, "inputs", [i.name for i in session.get_inputs()], model.inputs
+    )
+    output_names = _match_names(
+        model.name, "outputs", [o.name for o in session.get_outputs()], model.outputs
+    )
+    run = session.run
+    from_numpy = torch.from_numpy
+
+    def call(inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        feed = {}
+        for name, value in zip(input_names, inputs, strict=True):
+            try:
+                feed[name] = value.numpy()  # a view: no copy for CPU tensors
+            except (RuntimeError, TypeError):
+                feed[name] = value.detach().cpu().numpy()
+        return tuple(map(from_numpy, run(output_names, feed)))
+
+    return call
+
+
+def _match_names(node: str, what: str, names: list[str], ports: Sequence[TensorSpec]) -> list[str]:
+    """ONNX value names in port order: by name when every port finds its name (the port name,
+    or ``<port>_in`` / ``<port>_out`` for a port that is both an input and an output, as leapp
+    and NVIDIA's LEAPP write them), else by position (files from other tools keep the order).
+    """
+    port_names = [port.name for port in ports]
+    if len(names) != len(port_names):
+        raise PipelineError(
+            f"node {node!r}: the ONNX model has {len(names)} {what} {names}, the spec lists "
+            f"{len(port_names)} {port_names}; re-export the node"
+        )
+    suffix = "_in" if what == "inputs" else "_out"
+    available = set(names)
+    matched = []
+    for port in port_names:
+        found = next((n for n in (port, port + suffix) if n in available), None)
+        if found is None:
+            return names
+        matched.append(found)
+    return matched
