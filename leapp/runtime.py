@@ -33,6 +33,7 @@ __all__ = ["Pipeline"]
 
 _Check = tuple[str, torch.dtype, tuple[int, ...]]  # (port, dtype, shape)
 
+
 class Pipeline:
     """Every node of an export, run in producer-before-consumer order by :meth:`step`.
 
@@ -231,4 +232,3 @@ def _execution_order(spec: Spec, sources: Mapping[str, tuple[int, str]]) -> list
         order.append(ready[0])
         done.add(ready[0].name)
     return order
-
