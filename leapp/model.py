@@ -64,6 +64,11 @@ class Model:
             )
         for (port, dtype, shape), value in zip(self._checks, inputs, strict=True):
             check_value(f"{self.name}/{port}", value, dtype, shape)
+        return self.call(inputs)
+
+    def call(self, inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """:meth:`run` without checking the inputs, for callers that already checked each one
+        against its port (the ROS node does, message by message): the data path."""
         with torch.no_grad():
             return self._call(inputs)
 

@@ -249,7 +249,8 @@ class PipelineNode(Node):
 
     def _run(self) -> None:
         try:
-            results = self._model.run(self._values)  # type: ignore[arg-type]
+            # The codecs checked every value against its port; no second check here.
+            results = self._model.call(self._values)  # type: ignore[arg-type]
             for output, index in self._state_links:
                 self._values[index] = results[output]
             for publisher, port_codec, message, value in zip(
