@@ -14,6 +14,23 @@ from leapp import session as session_module
 FRESH_SAMPLES = 50
 
 
+def export_module(module, examples, backend, directory, inputs, outputs, node="node"):
+    """Export ``module`` (fx-traced, eval mode) as one node; returns (graph module, artifact)."""
+    from leapp.export import export_node
+
+    graph_module = torch.fx.symbolic_trace(module.eval())
+    artifact = export_node(
+        graph_module,
+        examples,
+        node=node,
+        input_names=inputs,
+        output_names=outputs,
+        backend=backend,
+        directory=directory,
+    )
+    return graph_module, artifact
+
+
 @pytest.fixture(autouse=True)
 def _no_leftover_session():
     """Every test starts and ends without an active tracing session."""

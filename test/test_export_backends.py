@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.fx
+from conftest import export_module
 
 from leapp.errors import ExportError
 from leapp.export import BACKENDS, Artifact, export_node
@@ -45,20 +46,6 @@ class Mixed(torch.nn.Module):
     def forward(self, x, count):
         scaled = x * self.gain
         return scaled, scaled.sum(), torch.argmax(x) + count, x > 0, self.gain * 1.0, count
-
-
-def _export(module, examples, backend, directory, inputs, outputs, node="node"):
-    graph_module = torch.fx.symbolic_trace(module.eval())
-    artifact = export_node(
-        graph_module,
-        examples,
-        node=node,
-        input_names=inputs,
-        output_names=outputs,
-        backend=backend,
-        directory=directory,
-    )
-    return graph_module, artifact
 
 
 def _loader(backend, path):
@@ -98,7 +85,9 @@ def _assert_same(actual, expected):
 @pytest.mark.parametrize("backend", list(BACKENDS))
 def test_mlp_artifact_matches_eager_on_fresh_inputs(backend, tmp_path):
     torch.manual_seed(0)
-    eager, artifact = _export(Mlp(), (torch.zeros(9),), backend, tmp_path, ["obs"], ["action"])
+    eager, artifact = export_module(
+        Mlp(), (torch.zeros(9),), backend, tmp_path, ["obs"], ["action"]
+    )
     run = _loader(backend, tmp_path / artifact.model_path)
     for _ in range(SAMPLES):
         obs = torch.randn(9)
@@ -109,7 +98,7 @@ def test_mlp_artifact_matches_eager_on_fresh_inputs(backend, tmp_path):
 def test_multi_output_artifact_matches_eager_with_scalar_int_and_bool_outputs(backend, tmp_path):
     names = ["scaled", "total", "index", "positive", "gain", "count"]
     examples = (torch.zeros(4), torch.tensor(0))
-    eager, artifact = _export(Mixed(), examples, backend, tmp_path, ["x", "count"], names)
+    eager, artifact = export_module(Mixed(), examples, backend, tmp_path, ["x", "count"], names)
     run = _loader(backend, tmp_path / artifact.model_path)
     for step in range(SAMPLES):
         args = (torch.randn(4), torch.tensor(step))
@@ -117,7 +106,7 @@ def test_multi_output_artifact_matches_eager_with_scalar_int_and_bool_outputs(ba
 
 
 def test_jit_artifact_loads_without_leapp(tmp_path):
-    eager, artifact = _export(Mlp(), (torch.zeros(9),), "jit", tmp_path, ["obs"], ["action"])
+    eager, artifact = export_module(Mlp(), (torch.zeros(9),), "jit", tmp_path, ["obs"], ["action"])
     obs = torch.randn(SAMPLES, 9)
     torch.save({"obs": obs, "action": torch.stack([eager(o) for o in obs])}, tmp_path / "io.pt")
     code = textwrap.dedent(
@@ -136,7 +125,9 @@ def test_jit_artifact_loads_without_leapp(tmp_path):
 
 
 def test_onnx_artifact_runs_in_onnxruntime_without_torch(tmp_path):
-    eager, artifact = _export(Mlp(), (torch.zeros(9),), "onnx", tmp_path, ["obs"], ["action"])
+    eager, artifact = export_module(
+        Mlp(), (torch.zeros(9),), "onnx", tmp_path, ["obs"], ["action"]
+    )
     obs = torch.randn(SAMPLES, 9)
     np.save(tmp_path / "obs.npy", obs.numpy())
     np.save(tmp_path / "action.npy", torch.stack([eager(o) for o in obs]).detach().numpy())
@@ -169,7 +160,7 @@ def _run_isolated(code, directory):
 def test_onnx_names_inputs_and_outputs_after_ports_and_records_opset(tmp_path):
     import onnxruntime
 
-    _, artifact = _export(
+    _, artifact = export_module(
         Mixed(),
         (torch.zeros(4), torch.tensor(0)),
         "onnx",
@@ -187,14 +178,14 @@ def test_onnx_port_that_is_input_and_output_is_named_in_and_out(tmp_path):
     import onnxruntime
 
     module = torch.nn.Sequential(torch.nn.Tanh())
-    _, artifact = _export(module, (torch.zeros(3),), "onnx", tmp_path, ["h"], ["h"])
+    _, artifact = export_module(module, (torch.zeros(3),), "onnx", tmp_path, ["h"], ["h"])
     session = onnxruntime.InferenceSession(str(tmp_path / artifact.model_path))
     assert [i.name for i in session.get_inputs()] == ["h_in"]
     assert [o.name for o in session.get_outputs()] == ["h_out"]
 
 
 def test_jit_forward_arguments_are_the_port_names(tmp_path):
-    _, artifact = _export(
+    _, artifact = export_module(
         Mixed(),
         (torch.zeros(4), torch.tensor(0)),
         "jit",
@@ -278,14 +269,14 @@ def test_export_drops_tensor_subclasses_from_constants(tmp_path):
 
 
 def test_pt2_records_the_torch_version(tmp_path):
-    _, artifact = _export(torch.nn.Tanh(), (torch.zeros(3),), "pt2", tmp_path, ["x"], ["y"])
+    _, artifact = export_module(torch.nn.Tanh(), (torch.zeros(3),), "pt2", tmp_path, ["x"], ["y"])
     assert artifact == Artifact(
         "node.pt2", "pt2", opset_version=None, torch_version=torch.__version__
     )
 
 
 def test_backend_none_writes_no_file(tmp_path):
-    _, artifact = _export(torch.nn.Tanh(), (torch.zeros(3),), None, tmp_path, ["x"], ["y"])
+    _, artifact = export_module(torch.nn.Tanh(), (torch.zeros(3),), None, tmp_path, ["x"], ["y"])
     assert artifact == Artifact(model_path=None, backend=None)
     assert list(tmp_path.iterdir()) == []
 
@@ -294,14 +285,16 @@ def test_backend_none_writes_no_file(tmp_path):
 def test_unknown_backend_error_names_node_value_and_choices(backend, tmp_path):
     pattern = rf"node 'policy'.*unknown backend {backend!r}.*'jit', 'onnx', 'pt2', None"
     with pytest.raises(ExportError, match=pattern):
-        _export(torch.nn.Tanh(), (torch.zeros(3),), backend, tmp_path, ["x"], ["y"], "policy")
+        export_module(
+            torch.nn.Tanh(), (torch.zeros(3),), backend, tmp_path, ["x"], ["y"], "policy"
+        )
 
 
 def test_port_counts_must_match_the_graph(tmp_path):
     with pytest.raises(ExportError, match=r"node 'node'.*1 inputs.*2 input ports"):
-        _export(torch.nn.Tanh(), (torch.zeros(3),), "jit", tmp_path, ["x", "y"], ["z"])
+        export_module(torch.nn.Tanh(), (torch.zeros(3),), "jit", tmp_path, ["x", "y"], ["z"])
     with pytest.raises(ExportError, match=r"node 'node'.*returns 1 values.*2 output ports"):
-        _export(torch.nn.Tanh(), (torch.zeros(3),), "jit", tmp_path, ["x"], ["y", "z"])
+        export_module(torch.nn.Tanh(), (torch.zeros(3),), "jit", tmp_path, ["x"], ["y", "z"])
 
 
 @pytest.mark.parametrize(
@@ -309,7 +302,9 @@ def test_port_counts_must_match_the_graph(tmp_path):
 )
 def test_custom_artifact_is_copied_and_its_backend_inferred(backend, suffix, tmp_path):
     made = tmp_path / "made"
-    eager, source = _export(Mlp(), (torch.zeros(9),), backend, made, ["obs"], ["action"], "mine")
+    eager, source = export_module(
+        Mlp(), (torch.zeros(9),), backend, made, ["obs"], ["action"], "mine"
+    )
     user_file = made / source.model_path
     assert user_file.suffix == suffix
     out = tmp_path / "export"
@@ -329,7 +324,7 @@ def test_custom_artifact_is_copied_and_its_backend_inferred(backend, suffix, tmp
 
 def test_custom_artifact_that_does_not_exist_is_an_error(tmp_path):
     with pytest.raises(ExportError, match=r"node 'policy'.*missing\.onnx.*does not exist"):
-        _export(
+        export_module(
             torch.nn.Tanh(),
             (torch.zeros(3),),
             str(tmp_path / "missing.onnx"),
@@ -344,19 +339,19 @@ def test_custom_artifact_of_unknown_kind_is_an_error(tmp_path):
     model = tmp_path / "policy.tflite"
     model.write_bytes(b"\0")
     with pytest.raises(ExportError, match=r"node 'policy'.*unknown kind '\.tflite'.*\.onnx"):
-        _export(torch.nn.Tanh(), (torch.zeros(3),), model, tmp_path, ["x"], ["y"], "policy")
+        export_module(torch.nn.Tanh(), (torch.zeros(3),), model, tmp_path, ["x"], ["y"], "policy")
 
 
 def test_custom_pt_written_by_torch_save_is_rejected(tmp_path):
     model = tmp_path / "weights.pt"
     torch.save({"weight": torch.zeros(3)}, model)
     with pytest.raises(ExportError, match=r"not a TorchScript archive.*torch\.jit\.save"):
-        _export(torch.nn.Tanh(), (torch.zeros(3),), model, tmp_path, ["x"], ["y"], "policy")
+        export_module(torch.nn.Tanh(), (torch.zeros(3),), model, tmp_path, ["x"], ["y"], "policy")
 
 
 def test_export_logs_its_time_at_debug(tmp_path, caplog):
     with caplog.at_level("DEBUG", logger="leapp.export"):
-        _export(torch.nn.Tanh(), (torch.zeros(3),), "onnx", tmp_path, ["x"], ["y"])
+        export_module(torch.nn.Tanh(), (torch.zeros(3),), "onnx", tmp_path, ["x"], ["y"])
     messages = [record.getMessage() for record in caplog.records]
     assert any("exported as onnx in" in message for message in messages)
     assert json.dumps(messages)  # every message is plain text

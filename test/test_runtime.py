@@ -7,10 +7,10 @@ import dataclasses
 import pytest
 import torch
 import torch.fx
+from conftest import export_module
 
 from leapp import spec as spec_file
 from leapp.errors import PipelineError, SpecError
-from leapp.export import export_node
 from leapp.model import load_model
 from leapp.runtime import Pipeline
 
@@ -51,15 +51,8 @@ def write_export(directory, nodes, data_flow=None, name="pipe"):
     """Export ``nodes`` = [(node, module, example inputs, inputs, outputs, backend)] + spec."""
     models, fed = [], {c for consumers in (data_flow or {}).values() for c in consumers}
     for node, module, examples, inputs, outputs, backend in nodes:
-        graph_module = torch.fx.symbolic_trace(module.eval())
-        artifact = export_node(
-            graph_module,
-            examples,
-            node=node,
-            input_names=inputs,
-            output_names=outputs,
-            backend=backend,
-            directory=directory,
+        graph_module, artifact = export_module(
+            module, examples, backend, directory, inputs, outputs, node
         )
         results = graph_module(*examples)
         results = (results,) if isinstance(results, torch.Tensor) else results
