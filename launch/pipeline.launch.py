@@ -2,7 +2,8 @@
 
     ros2 launch leapp_ros pipeline.launch.py pipeline:=/path/to/export
     ros2 launch leapp_ros pipeline.launch.py pipeline:=/path/to/export/torch_pipeline.yaml \\
-        namespace:=robot1 composed:=true log_level:=warn params_file:=/path/to/params.yaml
+        namespace:=robot1 composed:=true log_level:=warn params_file:=/path/to/params.yaml \\
+        cpu_latency_us:=0
 
 Arguments:
     pipeline     the export folder, or its <name>.yaml spec (required)
@@ -11,7 +12,13 @@ Arguments:
                  true: every node in one leapp_container process, on one executor
     log_level    debug | info | warn | error | fatal (default: info)
     params_file  a ROS 2 parameters YAML for every node (firing, rate_hz, max_input_age,
-                 qos_overrides; see config/leapp_ros.yaml), empty for none (default)
+                 cpu_latency_us, qos_overrides; see config/leapp_ros.yaml), empty for none
+                 (default)
+    cpu_latency_us
+                 the nodes' cpu_latency_us parameter: >= 0 holds a Linux CPU latency request
+                 of that many microseconds while they run (faster hops between processes,
+                 more power; needs write access to /dev/cpu_dma_latency), -1 none; empty
+                 (default): as the params file says
 
 The spec is loaded (checksums verified) and planned when the launch runs, so a missing export
 or an invalid spec stops the launch with the spec's own message. Processes and their arguments
@@ -25,7 +32,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 import leapp.spec
-from leapp_ros.plan import make_plan
+from leapp_ros.plan import PlanError, make_plan
 from leapp_ros.processes import ProcessPlan, plan_processes
 
 
@@ -57,6 +64,12 @@ def generate_launch_description() -> LaunchDescription:
                 default_value="",
                 description="ROS 2 parameters YAML for every node (empty: none)",
             ),
+            DeclareLaunchArgument(
+                "cpu_latency_us",
+                default_value="",
+                description="CPU latency request of every node in us (-1: none; empty: as "
+                "the params file says)",
+            ),
             OpaqueFunction(function=launch_pipeline),
         ]
     )
@@ -72,17 +85,28 @@ def launch_pipeline(context, *args, **kwargs):
         composed=value("composed").lower() == "true",
         log_level=value("log_level") or "info",
         params_file=value("params_file") or None,
+        cpu_latency_us=whole_number("cpu_latency_us", value("cpu_latency_us")),
     )
     return [ros_node(process) for process in processes]
+
+
+def whole_number(name: str, text: str) -> int | None:
+    """A launch argument that is empty (None) or a whole number."""
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise PlanError(f"launch argument {name} must be a whole number, got {text!r}") from None
 
 
 def ros_node(process: ProcessPlan) -> Node:
     """``process`` as a launch_ros Node of the leapp_ros package."""
     parameters = []
-    if process.parameters:
-        parameters.append(dict(process.parameters))  # spec_path, pipeline_node
     if process.params_file is not None:
         parameters.append(str(process.params_file))
+    if process.parameters:  # spec_path, pipeline_node, ...: after the file, so they win
+        parameters.append(dict(process.parameters))
     return Node(
         package="leapp_ros",
         executable=process.executable,

@@ -8,6 +8,7 @@ pipeline.launch.py pipeline:=EXPORT`` starts the same processes)::
     leapp-ros run exports/torch_pipeline --composed      # every node in one process
     leapp-ros run exports/torch_pipeline --restart --namespace robot1/policy \\
         --params-file my_params.yaml --log-level warn
+    leapp-ros run exports/torch_pipeline --cpu-latency-us 0   # lowest latency between processes
 
 Ctrl-C (SIGINT) or SIGTERM stops every node and exits 0. A node that dies is reported and the
 others are stopped (exit code 1), or with ``--restart`` it is started again (at most 5 times
@@ -91,6 +92,16 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         "--log-level", type=str.lower, choices=LOG_LEVELS, help="ROS log level of the nodes"
     )
     run.add_argument("--params-file", type=Path, help="ROS 2 parameters YAML for every node")
+    run.add_argument(
+        "--cpu-latency-us",
+        type=int,
+        metavar="US",
+        help=(
+            "hold a Linux CPU latency request of US microseconds while the graph runs (0: idle "
+            "CPUs keep polling): faster hops between processes, more power; needs write access "
+            "to /dev/cpu_dma_latency"
+        ),
+    )
     run.set_defaults(handler=_run)
 
 
@@ -102,6 +113,7 @@ def _run(args: argparse.Namespace) -> int:
         restart=args.restart,
         log_level=args.log_level,
         params_file=args.params_file,
+        cpu_latency_us=args.cpu_latency_us,
     )
     return serve(graph)
 

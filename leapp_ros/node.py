@@ -25,6 +25,12 @@ ROS parameters (all read once at startup):
 ``max_input_age`` (number, seconds)
     When > 0, a run whose triggering inputs include one received longer ago than this is
     skipped and counted as ``stale`` (with ``firing: inputs`` that input must then arrive anew).
+``cpu_latency_us`` (integer, microseconds)
+    When >= 0, the node holds a Linux CPU latency request of this many microseconds while it
+    runs (:mod:`leapp_ros.cpu_latency`): idle CPUs stay within that wake-up time, which cuts
+    the cost of every message between processes at the price of power. -1 (default) leaves the
+    system alone. Where the request cannot be made (it needs write access to
+    ``/dev/cpu_dma_latency``) the node logs a warning that says how to get it and runs anyway.
 ``qos_overrides./<ns>/<topic>.publisher|subscription.<policy>``
     The standard rclpy QoS overrides (history, depth, reliability) of every data topic.
 
@@ -38,8 +44,9 @@ running. Every node publishes its status as JSON (``std_msgs/String``) on ``_lea
 (reliable, transient local, depth 1) when ready and then every second::
 
     {"node": "preprocess", "state": "ready", "runs": 12, "received": 24, "dropped": 0,
-     "stale": 0, "errors": 0}
+     "stale": 0, "errors": 0, "cpu_latency_us": null}
 
+(``cpu_latency_us`` is the CPU latency request the node holds, null for none)
 and ``"state": "stopping"`` once on shutdown; it logs ``leapp node '<name>' ready`` when ready.
 Exit codes: 0 after SIGINT/SIGTERM, 2 for a startup problem (one error line on stderr).
 """
@@ -62,6 +69,7 @@ from std_msgs.msg import String
 
 from leapp.errors import LeappError
 from leapp.spec import Spec
+from leapp_ros.cpu_latency import CpuLatencyError, CpuLatencyRequest
 from leapp_ros.executor import run_nodes, startup_failure
 from leapp_ros.messages import MessageError, PortCodec, codec
 from leapp_ros.plan import METADATA_QOS, STATUS_TOPIC, make_plan
@@ -121,6 +129,7 @@ class PipelineNode(Node):
         self._runs = self._received = self._dropped = self._stale = self._errors = 0
         self._warned: dict[str, tuple[float, int]] = {}
         self._leapp_timers: list[Any] = []
+        self._cpu_latency: CpuLatencyRequest | None = None
         try:
             self._start(spec)
         except BaseException:
@@ -159,6 +168,7 @@ class PipelineNode(Node):
             if port.kind == "state" and port.source is not None
         )
         self._create_entities()
+        self._request_cpu_latency(settings["cpu_latency_us"])
         self._publish_status("ready")
         self.get_logger().debug(
             f"{self._model!r}, firing {self.firing}, inputs "
@@ -196,6 +206,24 @@ class PipelineNode(Node):
         self._leapp_timers.append(self.create_timer(STATUS_PERIOD_S, self._on_status_timer))
         if self.firing.mode == "timer" and self.firing.rate_hz:
             self._leapp_timers.append(self.create_timer(1.0 / self.firing.rate_hz, self._on_timer))
+
+    def _request_cpu_latency(self, microseconds: int) -> None:
+        if microseconds < 0:
+            return
+        try:
+            self._cpu_latency = CpuLatencyRequest(microseconds)
+        except CpuLatencyError as e:
+            self.get_logger().warning(
+                f"node {self.pipeline_node!r}: cpu_latency_us is {microseconds}, but {e}"
+            )
+            return
+        self.get_logger().info(f"holding a CPU latency request of {microseconds} us")
+
+    def destroy_node(self) -> None:
+        """Destroy the node and end its CPU latency request, if any."""
+        if self._cpu_latency is not None:
+            self._cpu_latency.release()
+        super().destroy_node()
 
     # --- data path ----------------------------------------------------------------------
 
@@ -280,6 +308,7 @@ class PipelineNode(Node):
             "dropped": self._dropped,
             "stale": self._stale,
             "errors": self._errors,
+            "cpu_latency_us": self._cpu_latency.microseconds if self._cpu_latency else None,
         }
 
     def stop(self) -> None:

@@ -40,9 +40,10 @@ class ProcessPlan:
 
     ``executable`` is the console script (``leapp_node`` / ``leapp_container``) that
     ``launch_ros.actions.Node`` starts; ``module`` is what the runner runs with ``python -m``.
-    ``arguments`` come before ``--ros-args``; ``node_name``, ``namespace``, ``parameters``,
-    ``params_file`` and ``log_level`` become ROS arguments. ``pipeline_nodes`` are the nodes
-    whose ready lines make the process ready.
+    ``arguments`` come before ``--ros-args``; ``node_name``, ``namespace``, ``params_file``,
+    ``parameters`` and ``log_level`` become ROS arguments, in that order (so ``parameters``,
+    set explicitly by the runner, win over the same names in ``params_file``).
+    ``pipeline_nodes`` are the nodes whose ready lines make the process ready.
     """
 
     label: str
@@ -52,7 +53,7 @@ class ProcessPlan:
     arguments: tuple[str, ...] = ()
     node_name: str | None = None
     namespace: str | None = None
-    parameters: tuple[tuple[str, str], ...] = ()
+    parameters: tuple[tuple[str, str | int], ...] = ()
     params_file: Path | None = None
     log_level: str | None = None
 
@@ -68,11 +69,12 @@ class ProcessPlan:
             args += ["-r", f"__node:={self.node_name}"]
         if self.namespace is not None:
             args += ["-r", f"__ns:={self.namespace}"]
-        for name, value in self.parameters:
-            quoted = value.replace("'", "''")  # values are read as YAML: keep strings strings
-            args += ["-p", f"{name}:='{quoted}'"]
         if self.params_file is not None:
             args += ["--params-file", str(self.params_file)]
+        for name, value in self.parameters:
+            if isinstance(value, str):  # values are read as YAML: keep strings strings
+                value = "'" + value.replace("'", "''") + "'"
+            args += ["-p", f"{name}:={value}"]
         if self.log_level is not None:
             args += ["--log-level", self.log_level]
         return args
@@ -90,12 +92,16 @@ def plan_processes(
     composed: bool = False,
     log_level: str | None = None,
     params_file: str | os.PathLike[str] | None = None,
+    cpu_latency_us: int | None = None,
 ) -> tuple[ProcessPlan, ...]:
     """The processes that run ``plan``: one per node, or one container when ``composed``.
 
+    ``cpu_latency_us`` sets that parameter of every node (a CPU latency request held while
+    the graph runs; see :mod:`leapp_ros.cpu_latency`); None leaves it to the params file.
+
     Raises:
-        PlanError: ``log_level`` is not one of :data:`LOG_LEVELS`, or ``params_file`` is not
-            an existing file.
+        PlanError: ``log_level`` is not one of :data:`LOG_LEVELS`, ``params_file`` is not
+            an existing file, or ``cpu_latency_us`` is not a whole number >= -1.
     """
     level = None if log_level is None else log_level.lower()
     if level is not None and level not in LOG_LEVELS:
@@ -106,6 +112,13 @@ def plan_processes(
             f"parameters file {params} does not exist; pass a ROS 2 parameters YAML "
             "(config/leapp_ros.yaml of the leapp_ros package shows every option)"
         )
+    extra: tuple[tuple[str, str | int], ...] = ()
+    if cpu_latency_us is not None:
+        if isinstance(cpu_latency_us, bool) or not isinstance(cpu_latency_us, int):
+            raise PlanError(f"cpu_latency_us must be a whole number, got {cpu_latency_us!r}")
+        if cpu_latency_us < -1:
+            raise PlanError(f"cpu_latency_us must be -1 (off) or >= 0, got {cpu_latency_us}")
+        extra = (("cpu_latency_us", cpu_latency_us),)
     spec_path = str(Path(plan.spec_path).absolute())
     if composed:
         return (
@@ -115,6 +128,7 @@ def plan_processes(
                 module="leapp_ros.container",
                 pipeline_nodes=tuple(node.name for node in plan.nodes),
                 arguments=(spec_path, "--namespace", plan.namespace),
+                parameters=extra,
                 params_file=params,
                 log_level=level,
             ),
@@ -127,7 +141,7 @@ def plan_processes(
             pipeline_nodes=(node.name,),
             node_name=node.name,
             namespace=plan.namespace,
-            parameters=(("spec_path", spec_path), ("pipeline_node", node.name)),
+            parameters=(("spec_path", spec_path), ("pipeline_node", node.name), *extra),
             params_file=params,
             log_level=level,
         )

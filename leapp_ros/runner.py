@@ -424,6 +424,7 @@ def make_graph(
     restart: bool = False,
     log_level: str | None = None,
     params_file: str | os.PathLike[str] | None = None,
+    cpu_latency_us: int | None = None,
     env: Mapping[str, str] | None = None,
     restart_policy: RestartPolicy | None = None,
     stop_timeout_s: float = 10.0,
@@ -436,6 +437,8 @@ def make_graph(
         restart: start a failed process again (see :class:`RestartPolicy`).
         log_level: ``debug``, ``info`` (the nodes' default), ``warn``, ``error``, ``fatal``.
         params_file: a ROS 2 parameters YAML given to every process.
+        cpu_latency_us: the ``cpu_latency_us`` parameter of every node (>= 0: hold a CPU
+            latency request while running; see :mod:`leapp_ros.cpu_latency`).
         env: variables set for the processes on top of this process's environment (for
             example ``ROS_DOMAIN_ID``).
         restart_policy: limits and backoff of restarts (default ``RestartPolicy()``).
@@ -447,7 +450,11 @@ def make_graph(
     """
     plan = load_plan(source, namespace)
     processes = plan_processes(
-        plan, composed=composed, log_level=log_level, params_file=params_file
+        plan,
+        composed=composed,
+        log_level=log_level,
+        params_file=params_file,
+        cpu_latency_us=cpu_latency_us,
     )
     return RunningGraph(
         processes,

@@ -42,32 +42,51 @@ PARAMETERS: tuple[tuple[str, Any, str], ...] = (
     ("firing", "inputs", "'inputs': run when every triggering input is new; 'timer': rate_hz"),
     ("rate_hz", 0.0, "timer rate in Hz; 0 means pipeline.configs.frequency of the spec"),
     ("max_input_age", 0.0, "skip runs whose inputs are older than this many seconds (0: off)"),
+    ("cpu_latency_us", -1, "hold a CPU wake-up latency request of this many us (-1: off)"),
 )
 
 
 def declare_parameters(node: Any) -> dict[str, Any]:
     """Declare every parameter of :data:`PARAMETERS` on ``node``; their values, checked.
 
-    Numbers accept integers too (``-p rate_hz:=50``) and must be finite and >= 0.
+    Numbers accept integers too (``-p rate_hz:=50``) and must be finite and >= 0; integers
+    (``cpu_latency_us``) must be whole numbers, -1 or more.
     """
     from rcl_interfaces.msg import ParameterDescriptor, ParameterType
 
     values = {}
     for name, default, description in PARAMETERS:
         numeric = isinstance(default, float)
+        whole = isinstance(default, int)
         descriptor = ParameterDescriptor(
             description=description,
             read_only=True,
-            dynamic_typing=numeric,  # accept 50 as well as 50.0
-            type=ParameterType.PARAMETER_NOT_SET if numeric else ParameterType.PARAMETER_STRING,
+            dynamic_typing=numeric or whole,  # accept 50 as well as 50.0 (checked below)
+            type=ParameterType.PARAMETER_STRING
+            if isinstance(default, str)
+            else ParameterType.PARAMETER_NOT_SET,
         )
         value = node.declare_parameter(name, default, descriptor).value
+        if whole:
+            values[name] = _whole_number(name, value)
+            continue
         if numeric and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise StartupError(f"parameter {name} must be a number, got {value!r}")
         if numeric and (value < 0 or not math.isfinite(value)):
             raise StartupError(f"parameter {name} must be >= 0, got {value!r}")
         values[name] = float(value) if numeric else value
     return values
+
+
+def _whole_number(name: str, value: Any) -> int:
+    """An integer parameter's value: whole numbers only (2.0 is accepted as 2), -1 or more."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise StartupError(f"parameter {name} must be a whole number, got {value!r}")
+    if value < -1:
+        raise StartupError(f"parameter {name} must be -1 (off) or >= 0, got {value}")
+    return value
 
 
 def load_spec(spec_path: str) -> Spec:

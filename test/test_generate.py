@@ -288,7 +288,9 @@ def test_parameters_file_has_ros_parameters_for_every_node_and_no_spec_path(pack
     assert list(document) == [f"/torch_pipeline/{node}" for node in NODES]
     for section in document.values():
         parameters = section["ros__parameters"]
-        assert parameters == {"firing": "inputs", "rate_hz": 0.0, "max_input_age": 0.0}
+        assert parameters == {
+            "firing": "inputs", "rate_hz": 0.0, "max_input_age": 0.0, "cpu_latency_us": -1
+        }  # fmt: skip
     text = path.read_text()
     assert "spec_path:" not in text and "/torch_pipeline/policy/action:" in text  # QoS example
     from rclpy.parameter import parameter_dict_from_yaml_file

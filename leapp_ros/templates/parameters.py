@@ -35,6 +35,10 @@ def parameters_yaml(info: PackageInfo) -> str:
         "#   max_input_age  > 0.0: skip a run whose triggering inputs include one older than",
         '#                  this many seconds (counted as "stale" in _leapp/status);',
         "#                  0.0: no limit.",
+        "#   cpu_latency_us >= 0: hold a Linux CPU latency request of this many microseconds",
+        "#                  while the node runs (idle CPUs wake faster; 0 keeps them polling),",
+        "#                  which makes hops between processes faster at the price of power;",
+        "#                  needs write access to /dev/cpu_dma_latency. -1: leave it alone.",
         "#   qos_overrides  per absolute topic name, publisher or subscription, one of",
         "#                  reliability (reliable | best_effort), history (keep_last | keep_all),",
         "#                  depth (an integer). Defaults: publishers reliable, subscriptions",
@@ -78,6 +82,7 @@ def _node_section(plan: PipelinePlan, node: NodePlan) -> list[str]:
         f'    firing: "{node.firing.mode}"',
         "    rate_hz: 0.0",
         "    max_input_age: 0.0",
+        "    cpu_latency_us: -1",
         *_qos_examples(plan, node),
     ]
     return lines
