@@ -16,13 +16,15 @@ project's 2-core reference machine: composed median <= 100 us, one process per n
 >= 1 kHz sustained. ROS discovery stays on this machine (``ROS_AUTOMATIC_DISCOVERY_RANGE=
 LOCALHOST``) in a domain of its own (``ROS_DOMAIN_ID``, default derived from the process id).
 
-Each mode is measured twice: with the system's idle behaviour, and with the nodes holding a CPU
-latency request of ``--cpu-latency-us`` (default 0; the nodes' ``cpu_latency_us`` parameter,
-see ``leapp_ros/cpu_latency.py``). Every message between processes has to wake an idle CPU;
-on a virtual machine whose idle CPUs halt at once (this one: ``cpuidle haltpoll`` with
+Each mode is measured with the system's defaults, and with the nodes holding a CPU latency
+request of ``--cpu-latency-us`` (default 0; the nodes' ``cpu_latency_us`` parameter); one
+process per node also with each process pinned to a CPU of its own, round robin (``--pin-cpus``
+of ``leapp-ros run``, the nodes' ``cpu_affinity``), without and with the request. See
+``leapp_ros/cpu_settings.py``. Every message between processes has to wake an idle CPU; on a
+virtual machine whose idle CPUs halt at once (this one: ``cpuidle haltpoll`` with
 ``guest_halt_poll_ns=0``) each wake-up is a trip through the hypervisor, which the request
-avoids. The second measurement needs write access to ``/dev/cpu_dma_latency`` (root) and is
-skipped, with the reason, without it.
+avoids. The request needs write access to ``/dev/cpu_dma_latency`` (root); without it those
+rows are skipped, with the reason.
 """
 
 from __future__ import annotations
@@ -195,7 +197,9 @@ def exercise(client: Client, samples: int, seconds: float) -> dict:
     return {"median": median, "p99": p99, "lost": lost, "sustained": sustained}
 
 
-def measure_composed(path: Path, samples: int, seconds: float, cpu_latency_us: int) -> dict:
+def measure_composed(
+    path: Path, samples: int, seconds: float, cpu_latency_us: int, pin_cpus: bool
+) -> dict:
     import leapp.spec
     from leapp_ros.plan import make_plan
 
@@ -204,14 +208,18 @@ def measure_composed(path: Path, samples: int, seconds: float, cpu_latency_us: i
     return exercise(client, samples, seconds)
 
 
-def measure_processes(path: Path, samples: int, seconds: float, cpu_latency_us: int) -> dict:
+def measure_processes(
+    path: Path, samples: int, seconds: float, cpu_latency_us: int, pin_cpus: bool
+) -> dict:
     import leapp.spec
     from leapp_ros.plan import make_plan
     from leapp_ros.processes import plan_processes
     from leapp_ros.runner import RunningGraph
 
     plan = make_plan(leapp.spec.load(path))
-    processes = plan_processes(plan, log_level="info", cpu_latency_us=cpu_latency_us)
+    processes = plan_processes(
+        plan, log_level="info", cpu_latency_us=cpu_latency_us, pin_cpus=pin_cpus
+    )
     quiet = io.StringIO()
     graph = RunningGraph(processes, name=plan.namespace, stdout=quiet, stderr=quiet)
     with graph.start():
@@ -221,7 +229,7 @@ def measure_processes(path: Path, samples: int, seconds: float, cpu_latency_us: 
 
 
 def main() -> None:
-    from leapp_ros.cpu_latency import DEVICE, current_limit
+    from leapp_ros.cpu_settings import DEVICE, current_limit
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=2000, help="latency ping-pongs per mode")
@@ -231,30 +239,38 @@ def main() -> None:
     )
     args = parser.parse_args()
     requested = f"cpu_latency_us={args.cpu_latency_us}"
-    settings = {"system idle": -1, requested: args.cpu_latency_us}
+    settings = {  # label: (cpu_latency_us, pin_cpus)
+        "system defaults": (-1, False),
+        "pinned": (-1, True),
+        requested: (args.cpu_latency_us, False),
+        f"{requested}, pinned": (args.cpu_latency_us, True),
+    }
     if not os.access(DEVICE, os.W_OK) or current_limit() is None:
         print(f"{requested}: not measured, {DEVICE} is not writable here (it needs root)")
-        del settings[requested]
-
+        del settings[requested], settings[f"{requested}, pinned"]
     measure = {"composed": measure_composed, "one process per node": measure_processes}
     results = {}
     with tempfile.TemporaryDirectory() as folder:
         path = export_seed(Path(folder))
         baseline, _ = measure_step(str(path), 20000)
         for mode, function in measure.items():
-            for setting, microseconds in settings.items():
-                results[mode, setting] = function(path, args.samples, args.seconds, microseconds)
+            for setting, (microseconds, pin) in settings.items():
+                if pin and mode == "composed":
+                    continue  # one process: nothing to spread over the CPUs
+                results[mode, setting] = function(
+                    path, args.samples, args.seconds, microseconds, pin
+                )
     print(f"seed pipeline over ROS 2 (ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']}, localhost)")
     print(f"  leapp.Pipeline.step in-process: {baseline:6.1f} us median (the baseline)")
     print(
-        f"  {'mode':<21} {'CPU idle':<18} {'median':>9} {'p99':>9} {'vs step':>8} "
+        f"  {'mode':<21} {'CPU settings':<26} {'median':>9} {'p99':>9} {'vs step':>8} "
         f"{'target':>8}  sustained (< 1 % loss)"
     )
     for (mode, setting), r in results.items():
         verdict = "met" if r["median"] <= TARGETS_US[mode] else "MISSED"
         lost = f"  ({r['lost']} lost)" if r["lost"] else ""
         print(
-            f"  {mode:<21} {setting:<18} {r['median']:6.1f} us {r['p99']:6.1f} us "
+            f"  {mode:<21} {setting:<26} {r['median']:6.1f} us {r['p99']:6.1f} us "
             f"{r['median'] / baseline:7.1f}x  <= {TARGETS_US[mode]:.0f} us {verdict:<6}"
             f"  {r['sustained']} Hz{lost}"
         )

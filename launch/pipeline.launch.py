@@ -3,7 +3,7 @@
     ros2 launch leapp_ros pipeline.launch.py pipeline:=/path/to/export
     ros2 launch leapp_ros pipeline.launch.py pipeline:=/path/to/export/torch_pipeline.yaml \\
         namespace:=robot1 composed:=true log_level:=warn params_file:=/path/to/params.yaml \\
-        cpu_latency_us:=0
+        cpu_latency_us:=0 pin_cpus:=true
 
 Arguments:
     pipeline     the export folder, or its <name>.yaml spec (required)
@@ -12,13 +12,15 @@ Arguments:
                  true: every node in one leapp_container process, on one executor
     log_level    debug | info | warn | error | fatal (default: info)
     params_file  a ROS 2 parameters YAML for every node (firing, rate_hz, max_input_age,
-                 cpu_latency_us, qos_overrides; see config/leapp_ros.yaml), empty for none
-                 (default)
+                 cpu_latency_us, cpu_affinity, qos_overrides; see config/leapp_ros.yaml),
+                 empty for none (default)
     cpu_latency_us
                  the nodes' cpu_latency_us parameter: >= 0 holds a Linux CPU latency request
                  of that many microseconds while they run (faster hops between processes,
                  more power; needs write access to /dev/cpu_dma_latency), -1 none; empty
                  (default): as the params file says
+    pin_cpus     true: pin each process to one CPU, round robin in pipeline order (the nodes'
+                 cpu_affinity parameter); false (default): as the params file says
 
 The spec is loaded (checksums verified) and planned when the launch runs, so a missing export
 or an invalid spec stops the launch with the spec's own message. Processes and their arguments
@@ -70,6 +72,12 @@ def generate_launch_description() -> LaunchDescription:
                 description="CPU latency request of every node in us (-1: none; empty: as "
                 "the params file says)",
             ),
+            DeclareLaunchArgument(
+                "pin_cpus",
+                default_value="false",
+                choices=["true", "false"],
+                description="true: pin each process to one CPU, round robin in pipeline order",
+            ),
             OpaqueFunction(function=launch_pipeline),
         ]
     )
@@ -86,6 +94,7 @@ def launch_pipeline(context, *args, **kwargs):
         log_level=value("log_level") or "info",
         params_file=value("params_file") or None,
         cpu_latency_us=whole_number("cpu_latency_us", value("cpu_latency_us")),
+        pin_cpus=value("pin_cpus").lower() == "true",
     )
     return [ros_node(process) for process in processes]
 
@@ -106,7 +115,9 @@ def ros_node(process: ProcessPlan) -> Node:
     if process.params_file is not None:
         parameters.append(str(process.params_file))
     if process.parameters:  # spec_path, pipeline_node, ...: after the file, so they win
-        parameters.append(dict(process.parameters))
+        parameters.append(
+            {name: list(v) if isinstance(v, tuple) else v for name, v in process.parameters}
+        )
     return Node(
         package="leapp_ros",
         executable=process.executable,

@@ -8,7 +8,7 @@ pipeline.launch.py pipeline:=EXPORT`` starts the same processes)::
     leapp-ros run exports/torch_pipeline --composed      # every node in one process
     leapp-ros run exports/torch_pipeline --restart --namespace robot1/policy \\
         --params-file my_params.yaml --log-level warn
-    leapp-ros run exports/torch_pipeline --cpu-latency-us 0   # lowest latency between processes
+    leapp-ros run exports/torch_pipeline --cpu-latency-us 0 --pin-cpus   # lowest latency
 
 Ctrl-C (SIGINT) or SIGTERM stops every node and exits 0. A node that dies is reported and the
 others are stopped (exit code 1), or with ``--restart`` it is started again (at most 5 times
@@ -102,6 +102,14 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
             "to /dev/cpu_dma_latency"
         ),
     )
+    run.add_argument(
+        "--pin-cpus",
+        action="store_true",
+        help=(
+            "pin each process to one CPU, round robin in pipeline order (consecutive nodes on "
+            "different CPUs; the nodes' cpu_affinity parameter)"
+        ),
+    )
     run.set_defaults(handler=_run)
 
 
@@ -114,6 +122,7 @@ def _run(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         params_file=args.params_file,
         cpu_latency_us=args.cpu_latency_us,
+        pin_cpus=args.pin_cpus,
     )
     return serve(graph)
 

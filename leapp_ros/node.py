@@ -27,10 +27,14 @@ ROS parameters (all read once at startup):
     skipped and counted as ``stale`` (with ``firing: inputs`` that input must then arrive anew).
 ``cpu_latency_us`` (integer, microseconds)
     When >= 0, the node holds a Linux CPU latency request of this many microseconds while it
-    runs (:mod:`leapp_ros.cpu_latency`): idle CPUs stay within that wake-up time, which cuts
+    runs (:mod:`leapp_ros.cpu_settings`): idle CPUs stay within that wake-up time, which cuts
     the cost of every message between processes at the price of power. -1 (default) leaves the
     system alone. Where the request cannot be made (it needs write access to
     ``/dev/cpu_dma_latency``) the node logs a warning that says how to get it and runs anyway.
+``cpu_affinity`` (integer array)
+    When set, the node's process runs on these CPUs only (every thread, also the middleware's),
+    e.g. ``-p cpu_affinity:=[1]``; a CPU the process may not use is a startup error. Nodes in
+    one container share the process: give them the same CPUs. Unset (default): anywhere.
 ``qos_overrides./<ns>/<topic>.publisher|subscription.<policy>``
     The standard rclpy QoS overrides (history, depth, reliability) of every data topic.
 
@@ -44,9 +48,10 @@ running. Every node publishes its status as JSON (``std_msgs/String``) on ``_lea
 (reliable, transient local, depth 1) when ready and then every second::
 
     {"node": "preprocess", "state": "ready", "runs": 12, "received": 24, "dropped": 0,
-     "stale": 0, "errors": 0, "cpu_latency_us": null}
+     "stale": 0, "errors": 0, "cpu_latency_us": null, "cpu_affinity": null}
 
-(``cpu_latency_us`` is the CPU latency request the node holds, null for none)
+(``cpu_latency_us`` is the CPU latency request the node holds and ``cpu_affinity`` the CPUs it
+pinned its process to; null for none)
 and ``"state": "stopping"`` once on shutdown; it logs ``leapp node '<name>' ready`` when ready.
 Exit codes: 0 after SIGINT/SIGTERM, 2 for a startup problem (one error line on stderr).
 """
@@ -69,7 +74,7 @@ from std_msgs.msg import String
 
 from leapp.errors import LeappError
 from leapp.spec import Spec
-from leapp_ros.cpu_latency import CpuLatencyError, CpuLatencyRequest
+from leapp_ros.cpu_settings import CpuLatencyRequest, CpuSettingsError, pin_process
 from leapp_ros.executor import run_nodes, startup_failure
 from leapp_ros.messages import MessageError, PortCodec, codec
 from leapp_ros.plan import METADATA_QOS, STATUS_TOPIC, make_plan
@@ -130,6 +135,7 @@ class PipelineNode(Node):
         self._warned: dict[str, tuple[float, int]] = {}
         self._leapp_timers: list[Any] = []
         self._cpu_latency: CpuLatencyRequest | None = None
+        self._cpu_affinity: tuple[int, ...] | None = None
         try:
             self._start(spec)
         except BaseException:
@@ -141,6 +147,13 @@ class PipelineNode(Node):
     def _start(self, spec: Spec | None) -> None:
         settings = declare_parameters(self)
         self.pipeline_node = str(settings["pipeline_node"] or self.get_name())
+        if settings["cpu_affinity"]:
+            try:
+                self._cpu_affinity = pin_process(settings["cpu_affinity"])
+            except CpuSettingsError as e:
+                problem = f"node {self.pipeline_node!r}: parameter cpu_affinity: {e}"
+                raise StartupError(problem) from e
+            self.get_logger().info(f"running on CPUs {list(self._cpu_affinity)}")
         try:
             if spec is None:
                 spec = load_spec(str(settings["spec_path"]))
@@ -212,7 +225,7 @@ class PipelineNode(Node):
             return
         try:
             self._cpu_latency = CpuLatencyRequest(microseconds)
-        except CpuLatencyError as e:
+        except CpuSettingsError as e:
             self.get_logger().warning(
                 f"node {self.pipeline_node!r}: cpu_latency_us is {microseconds}, but {e}"
             )
@@ -309,6 +322,7 @@ class PipelineNode(Node):
             "stale": self._stale,
             "errors": self._errors,
             "cpu_latency_us": self._cpu_latency.microseconds if self._cpu_latency else None,
+            "cpu_affinity": list(self._cpu_affinity) if self._cpu_affinity else None,
         }
 
     def stop(self) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from leapp_ros.cpu_settings import usable_cpus
 from leapp_ros.plan import PipelinePlan, PlanError, check_namespace, make_plan
 
 __all__ = [
@@ -32,6 +33,8 @@ __all__ = [
 ]
 
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
+
+ParameterValue = str | int | tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ class ProcessPlan:
     arguments: tuple[str, ...] = ()
     node_name: str | None = None
     namespace: str | None = None
-    parameters: tuple[tuple[str, str | int], ...] = ()
+    parameters: tuple[tuple[str, ParameterValue], ...] = ()
     params_file: Path | None = None
     log_level: str | None = None
 
@@ -74,6 +77,8 @@ class ProcessPlan:
         for name, value in self.parameters:
             if isinstance(value, str):  # values are read as YAML: keep strings strings
                 value = "'" + value.replace("'", "''") + "'"
+            elif isinstance(value, tuple):
+                value = "[" + ", ".join(map(str, value)) + "]"
             args += ["-p", f"{name}:={value}"]
         if self.log_level is not None:
             args += ["--log-level", self.log_level]
@@ -93,11 +98,14 @@ def plan_processes(
     log_level: str | None = None,
     params_file: str | os.PathLike[str] | None = None,
     cpu_latency_us: int | None = None,
+    pin_cpus: bool = False,
 ) -> tuple[ProcessPlan, ...]:
     """The processes that run ``plan``: one per node, or one container when ``composed``.
 
     ``cpu_latency_us`` sets that parameter of every node (a CPU latency request held while
-    the graph runs; see :mod:`leapp_ros.cpu_latency`); None leaves it to the params file.
+    the graph runs); None leaves it to the params file. ``pin_cpus`` sets ``cpu_affinity`` of
+    each process to one CPU of those this process may use, round robin in pipeline order, so
+    that consecutive nodes run on different CPUs. See :mod:`leapp_ros.cpu_settings`.
 
     Raises:
         PlanError: ``log_level`` is not one of :data:`LOG_LEVELS`, ``params_file`` is not
@@ -112,13 +120,18 @@ def plan_processes(
             f"parameters file {params} does not exist; pass a ROS 2 parameters YAML "
             "(config/leapp_ros.yaml of the leapp_ros package shows every option)"
         )
-    extra: tuple[tuple[str, str | int], ...] = ()
+    extra: tuple[tuple[str, ParameterValue], ...] = ()
     if cpu_latency_us is not None:
         if isinstance(cpu_latency_us, bool) or not isinstance(cpu_latency_us, int):
             raise PlanError(f"cpu_latency_us must be a whole number, got {cpu_latency_us!r}")
         if cpu_latency_us < -1:
             raise PlanError(f"cpu_latency_us must be -1 (off) or >= 0, got {cpu_latency_us}")
         extra = (("cpu_latency_us", cpu_latency_us),)
+    cpus = usable_cpus() if pin_cpus else ()
+
+    def pinned(index: int) -> tuple[tuple[str, ParameterValue], ...]:
+        return (("cpu_affinity", (cpus[index % len(cpus)],)),) if cpus else ()
+
     spec_path = str(Path(plan.spec_path).absolute())
     if composed:
         return (
@@ -128,7 +141,7 @@ def plan_processes(
                 module="leapp_ros.container",
                 pipeline_nodes=tuple(node.name for node in plan.nodes),
                 arguments=(spec_path, "--namespace", plan.namespace),
-                parameters=extra,
+                parameters=extra + pinned(0),
                 params_file=params,
                 log_level=level,
             ),
@@ -141,11 +154,16 @@ def plan_processes(
             pipeline_nodes=(node.name,),
             node_name=node.name,
             namespace=plan.namespace,
-            parameters=(("spec_path", spec_path), ("pipeline_node", node.name), *extra),
+            parameters=(
+                ("spec_path", spec_path),
+                ("pipeline_node", node.name),
+                *extra,
+                *pinned(index),
+            ),
             params_file=params,
             log_level=level,
         )
-        for node in plan.nodes
+        for index, node in enumerate(plan.nodes)
     )
 
 

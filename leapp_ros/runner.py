@@ -425,6 +425,7 @@ def make_graph(
     log_level: str | None = None,
     params_file: str | os.PathLike[str] | None = None,
     cpu_latency_us: int | None = None,
+    pin_cpus: bool = False,
     env: Mapping[str, str] | None = None,
     restart_policy: RestartPolicy | None = None,
     stop_timeout_s: float = 10.0,
@@ -438,7 +439,8 @@ def make_graph(
         log_level: ``debug``, ``info`` (the nodes' default), ``warn``, ``error``, ``fatal``.
         params_file: a ROS 2 parameters YAML given to every process.
         cpu_latency_us: the ``cpu_latency_us`` parameter of every node (>= 0: hold a CPU
-            latency request while running; see :mod:`leapp_ros.cpu_latency`).
+            latency request while running; see :mod:`leapp_ros.cpu_settings`).
+        pin_cpus: pin each process to one CPU, round robin in pipeline order.
         env: variables set for the processes on top of this process's environment (for
             example ``ROS_DOMAIN_ID``).
         restart_policy: limits and backoff of restarts (default ``RestartPolicy()``).
@@ -455,6 +457,7 @@ def make_graph(
         log_level=log_level,
         params_file=params_file,
         cpu_latency_us=cpu_latency_us,
+        pin_cpus=pin_cpus,
     )
     return RunningGraph(
         processes,

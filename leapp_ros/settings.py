@@ -43,19 +43,28 @@ PARAMETERS: tuple[tuple[str, Any, str], ...] = (
     ("rate_hz", 0.0, "timer rate in Hz; 0 means pipeline.configs.frequency of the spec"),
     ("max_input_age", 0.0, "skip runs whose inputs are older than this many seconds (0: off)"),
     ("cpu_latency_us", -1, "hold a CPU wake-up latency request of this many us (-1: off)"),
+    ("cpu_affinity", (), "run this process on these CPUs only (unset: anywhere)"),
 )
+"""``(name, default, description)``; a default of ``()`` is an integer array, unset."""
 
 
 def declare_parameters(node: Any) -> dict[str, Any]:
     """Declare every parameter of :data:`PARAMETERS` on ``node``; their values, checked.
 
     Numbers accept integers too (``-p rate_hz:=50``) and must be finite and >= 0; integers
-    (``cpu_latency_us``) must be whole numbers, -1 or more.
+    (``cpu_latency_us``) must be whole numbers, -1 or more; integer arrays (``cpu_affinity``)
+    whole numbers >= 0, and come back as a tuple (empty when unset).
     """
     from rcl_interfaces.msg import ParameterDescriptor, ParameterType
+    from rclpy.parameter import Parameter
 
-    values = {}
+    values: dict[str, Any] = {}
     for name, default, description in PARAMETERS:
+        if default == ():
+            array = ParameterDescriptor(description=description, read_only=True)
+            value = node.declare_parameter(name, Parameter.Type.INTEGER_ARRAY, array).value
+            values[name] = _whole_numbers(name, value)
+            continue
         numeric = isinstance(default, float)
         whole = isinstance(default, int)
         descriptor = ParameterDescriptor(
@@ -87,6 +96,14 @@ def _whole_number(name: str, value: Any) -> int:
     if value < -1:
         raise StartupError(f"parameter {name} must be -1 (off) or >= 0, got {value}")
     return value
+
+
+def _whole_numbers(name: str, value: Any) -> tuple[int, ...]:
+    """An integer array parameter's value (None when unset): whole numbers >= 0."""
+    numbers = tuple(value or ())
+    if any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in numbers):
+        raise StartupError(f"parameter {name} must be whole numbers >= 0, got {list(numbers)}")
+    return numbers
 
 
 def load_spec(spec_path: str) -> Spec:

@@ -39,6 +39,8 @@ def parameters_yaml(info: PackageInfo) -> str:
         "#                  while the node runs (idle CPUs wake faster; 0 keeps them polling),",
         "#                  which makes hops between processes faster at the price of power;",
         "#                  needs write access to /dev/cpu_dma_latency. -1: leave it alone.",
+        "#   cpu_affinity   the CPUs the node's process may run on, e.g. [1]; consecutive nodes",
+        "#                  on different CPUs are fastest. Unset (commented out): anywhere.",
         "#   qos_overrides  per absolute topic name, publisher or subscription, one of",
         "#                  reliability (reliable | best_effort), history (keep_last | keep_all),",
         "#                  depth (an integer). Defaults: publishers reliable, subscriptions",
@@ -83,6 +85,7 @@ def _node_section(plan: PipelinePlan, node: NodePlan) -> list[str]:
         "    rate_hz: 0.0",
         "    max_input_age: 0.0",
         "    cpu_latency_us: -1",
+        "    # cpu_affinity: [0]",
         *_qos_examples(plan, node),
     ]
     return lines

@@ -1,5 +1,6 @@
-"""CPU latency requests: the request itself (``/dev/cpu_dma_latency``), the nodes'
-``cpu_latency_us`` parameter, and ``leapp-ros run --cpu-latency-us`` over real DDS."""
+"""CPU settings: latency requests (``/dev/cpu_dma_latency``) and CPU affinity, by themselves,
+as the nodes' ``cpu_latency_us`` and ``cpu_affinity`` parameters, and through ``leapp-ros run
+--cpu-latency-us --pin-cpus`` over real DDS."""
 
 from __future__ import annotations
 
@@ -7,12 +8,21 @@ import functools
 import os
 import signal
 import struct
+import subprocess
 import sys
+import textwrap
 
 import pytest
 from runner_support import Command, export_seed
 
-from leapp_ros.cpu_latency import DEVICE, CpuLatencyError, CpuLatencyRequest, current_limit
+from leapp_ros.cpu_settings import (
+    DEVICE,
+    CpuLatencyRequest,
+    CpuSettingsError,
+    current_limit,
+    pin_process,
+    usable_cpus,
+)
 from leapp_ros.plan import PlanError
 from leapp_ros.processes import load_plan, plan_processes
 from leapp_ros.testing import Probe, reserve_domain_id, ros_env
@@ -44,13 +54,13 @@ def test_request_writes_the_microseconds_as_a_native_32_bit_integer(tmp_path):
 
 @pytest.mark.parametrize("value", [-1, 2**31, 1.5, True], ids=str)
 def test_request_takes_whole_microseconds_from_0_to_2_to_the_31(value, tmp_path):
-    with pytest.raises(CpuLatencyError, match="a CPU latency"):
+    with pytest.raises(CpuSettingsError, match="a CPU latency"):
         CpuLatencyRequest(value, device=tmp_path / "qos")
 
 
 def test_request_without_access_names_the_file_and_how_to_get_access(tmp_path):
     missing = tmp_path / "cpu_dma_latency"
-    with pytest.raises(CpuLatencyError) as raised:
+    with pytest.raises(CpuSettingsError) as raised:
         CpuLatencyRequest(0, device=missing)
     message = str(raised.value)
     assert str(missing) in message and "udev rule" in message and "root" in message
@@ -66,6 +76,39 @@ def test_a_held_request_bounds_the_system_latency_until_it_is_released():
     with CpuLatencyRequest(wanted):
         assert current_limit() == wanted
     assert current_limit() == before
+
+
+# --- CPU affinity ----------------------------------------------------------------------------
+
+
+def test_pinning_moves_every_thread_of_the_process_and_the_threads_it_starts_later():
+    script = textwrap.dedent("""
+        import os, threading
+        from leapp_ros.cpu_settings import pin_process, usable_cpus
+        started = threading.Event()
+        early = threading.Thread(target=started.wait, daemon=True)
+        early.start()  # like the middleware's threads: running before the node pins
+        cpu = usable_cpus()[-1]
+        assert pin_process([cpu]) == (cpu,)
+        late = threading.Thread(target=lambda: print(sorted(os.sched_getaffinity(0))))
+        late.start(); late.join()
+        print(sorted({tuple(sorted(os.sched_getaffinity(int(t))))
+                      for t in os.listdir("/proc/self/task")}))
+        started.set()
+    """)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    cpu = usable_cpus()[-1]
+    assert result.stdout.split("\n")[:2] == [f"[{cpu}]", f"[({cpu},)]"]
+
+
+@pytest.mark.parametrize(("cpus", "problem"), [([10**6], "[1000000] are not available"),
+                                               ([], "no CPU given")])  # fmt: skip
+def test_pinning_to_cpus_the_process_may_not_use_lists_those_it_may(cpus, problem):
+    with pytest.raises(CpuSettingsError, match="this process may use CPUs") as raised:
+        pin_process(cpus)
+    assert problem in str(raised.value)
 
 
 # --- plans and parameters ---------------------------------------------------------------------
@@ -84,6 +127,17 @@ def test_cpu_latency_option_reaches_every_process_after_the_params_file(seed_exp
             assert ros.index("--params-file") < ros.index("-p")
 
 
+def test_pin_cpus_gives_consecutive_processes_consecutive_cpus_round_robin(seed_export):
+    cpus = usable_cpus()
+    plan = load_plan(seed_export)
+    processes = plan_processes(plan, pin_cpus=True)
+    assert [p.ros_arguments()[-1] for p in processes] == [
+        f"cpu_affinity:=[{cpus[i % len(cpus)]}]" for i in range(len(NODES))
+    ]
+    (container,) = plan_processes(plan, composed=True, pin_cpus=True)
+    assert container.ros_arguments()[-2:] == ["-p", f"cpu_affinity:=[{cpus[0]}]"]
+
+
 @pytest.mark.parametrize("value", [-2, 1.5, "0"], ids=repr)
 def test_processes_reject_a_cpu_latency_that_is_not_a_whole_number_from_minus_1(
     value, seed_export
@@ -94,9 +148,15 @@ def test_processes_reject_a_cpu_latency_that_is_not_a_whole_number_from_minus_1(
 
 @pytest.mark.parametrize(
     ("value", "problem"),
-    [("-2", "must be -1 (off) or >= 0, got -2"), ("1.5", "must be a whole number, got 1.5")],
-)
-def test_node_refuses_to_start_with_a_bad_cpu_latency(
+    [
+        ("cpu_latency_us:=-2", "parameter cpu_latency_us must be -1 (off) or >= 0, got -2"),
+        ("cpu_latency_us:=1.5", "parameter cpu_latency_us must be a whole number, got 1.5"),
+        ("cpu_affinity:=[-1]", "parameter cpu_affinity must be whole numbers >= 0, got [-1]"),
+        ("cpu_affinity:=[100000]", "node 'policy': parameter cpu_affinity: cannot pin to CPUs "
+         "[100000]: [100000] are not available; this process may use CPUs"),
+    ],
+)  # fmt: skip
+def test_node_refuses_to_start_with_bad_cpu_settings(
     value, problem, seed_export, capsys, monkeypatch
 ):
     from leapp_ros.node import main
@@ -105,11 +165,9 @@ def test_node_refuses_to_start_with_a_bad_cpu_latency(
     with reserve_domain_id() as domain_id:
         monkeypatch.setenv("ROS_DOMAIN_ID", str(domain_id))
         monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-        code = main(["leapp_node", *args, "-p", f"cpu_latency_us:={value}"])
+        code = main(["leapp_node", *args, "-p", value])
     assert code == 2
-    assert capsys.readouterr().err.strip() == (
-        f"leapp_node: error: parameter cpu_latency_us {problem}"
-    )
+    assert capsys.readouterr().err.strip().startswith(f"leapp_node: error: {problem}")
 
 
 def test_node_without_access_warns_how_to_get_it_and_runs_anyway(
@@ -146,19 +204,28 @@ def test_node_without_access_warns_how_to_get_it_and_runs_anyway(
     assert str(missing) in logged
 
 
-# --- leapp-ros run --cpu-latency-us, over real DDS --------------------------------------------
+# --- leapp-ros run --cpu-latency-us --pin-cpus, over real DDS -------------------------------
 
 
-def test_run_holds_the_request_while_the_graph_runs_and_ends_it_with_the_graph(seed_export):
+def test_run_pins_the_nodes_and_holds_the_request_while_the_graph_runs(seed_export):
     before = current_limit()
     command = [sys.executable, "-m", "leapp_ros.cli", "run", str(seed_export)]
+    options = ["--cpu-latency-us", "0", "--pin-cpus"]
+    cpus = usable_cpus()
     with reserve_domain_id() as domain_id:
         probe = Probe(domain_id)
-        run = Command([*command, "--cpu-latency-us", "0"], ros_env(domain_id))
+        run = Command([*command, *options], ros_env(domain_id))
         try:
             run.wait_for(r"graph ready", 60)
             statuses = probe.wait_ready("/torch_pipeline", NODES, timeout_s=20)
             held = current_limit()
+            pids = run.started_pids()
+            for index, node in enumerate(NODES):
+                threads = os.listdir(f"/proc/{pids[node]}/task")
+                assert {frozenset(os.sched_getaffinity(int(t))) for t in threads} == {
+                    frozenset([cpus[index % len(cpus)]])
+                }
+                assert statuses[node]["cpu_affinity"] == [cpus[index % len(cpus)]]
             os.kill(run.process.pid, signal.SIGINT)
             assert run.wait(30) == 0, run.output
         finally:
