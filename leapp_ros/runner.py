@@ -38,18 +38,17 @@ import contextlib
 import logging
 import os
 import re
-import selectors
 import shlex
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, TextIO
+from typing import Any, TextIO
 
+from leapp_ros.output_relay import OutputRelay
 from leapp_ros.plan import PipelinePlan
 from leapp_ros.processes import (
     ProcessPlan,
@@ -78,7 +77,6 @@ EXIT_FAILED = 1  # a process failed, or did not stop cleanly
 EXIT_USAGE = 2  # bad arguments, missing export, invalid spec (also a node's startup error)
 READY_PATTERN = re.compile(r"leapp node '([^']+)' ready")
 _TAIL_LINES = 20
-_MAX_LINE = 1 << 16  # longer output without a newline is passed on in pieces
 
 
 @dataclass(frozen=True)
@@ -106,7 +104,6 @@ class _Child:
     popen: subprocess.Popen[bytes] | None = None
     ready: set[str] = field(default_factory=set)
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=_TAIL_LINES))
-    partial: dict[int, bytes] = field(default_factory=dict)
     restarts: deque[float] = field(default_factory=deque)  # when each recent restart happened
     restart_at: float | None = None  # a restart is due at this time.monotonic()
     starts: int = 0
@@ -153,8 +150,7 @@ class RunningGraph:
         self._restart = restart
         self._policy = restart_policy or RestartPolicy()
         self._timeouts = (stop_timeout_s, term_timeout_s, 2.0)
-        self._streams = (stdout, stderr)
-        self._selector = selectors.DefaultSelector()
+        self._output = OutputRelay(self._on_line, stdout, stderr)
         self._changed = threading.Condition()
         self._stop_reason: str | None = None
         self._hurry = False
@@ -228,7 +224,7 @@ class RunningGraph:
             for child in self._children:
                 self._spawn(child)
             while self._stop_reason is None and self.failure is None:
-                self._pump(0.1)
+                self._output.pump(0.1)
                 self._check_children()
             if self._stop_reason is not None and self.failure is None:
                 logger.info("%s: %s; stopping every process", self.name, self._stop_reason)
@@ -243,7 +239,7 @@ class RunningGraph:
                 if child.popen is not None:
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         child.popen.wait(2.0)
-            self._selector.close()
+            self._output.close()
             with self._changed:
                 self.exit_code = code
                 self._changed.notify_all()
@@ -255,57 +251,19 @@ class RunningGraph:
         child.restart_at, child.announced = None, False
         child.starts += 1
         child.popen = start_process(child.argv, self._env)
-        for pipe, is_stderr in ((child.popen.stdout, False), (child.popen.stderr, True)):
-            assert pipe is not None
-            os.set_blocking(pipe.fileno(), False)
-            self._selector.register(pipe, selectors.EVENT_READ, (child, is_stderr))
+        self._output.watch(child, child.plan.label, child.popen)
         logger.info("%s: started '%s' (pid %d)", self.name, child.plan.label, child.popen.pid)
         logger.debug("%s: '%s' is %s", self.name, child.plan.label, shlex.join(child.argv))
         self._note_readiness(child)
 
-    def _pump(self, timeout_s: float) -> None:
-        """Pass on what the children wrote, waiting up to ``timeout_s`` for some."""
-        if not self._selector.get_map():
-            time.sleep(timeout_s)
-            return
-        for key, _ in self._selector.select(timeout_s):
-            child, is_stderr = key.data
-            self._read(child, key.fileobj, is_stderr)  # type: ignore[arg-type]
-
-    def _read(self, child: _Child, pipe: IO[bytes], is_stderr: bool) -> None:
-        """Read what ``pipe`` holds now; at its end, unregister and close it."""
-        fd = pipe.fileno()
-        while True:
-            try:
-                data = os.read(fd, 65536)
-            except BlockingIOError:
-                return
-            if not data:
-                rest = child.partial.pop(fd, b"")
-                if rest:
-                    self._emit(child, rest + b"\n", is_stderr, fd)
-                self._selector.unregister(pipe)
-                pipe.close()
-                return
-            self._emit(child, child.partial.pop(fd, b"") + data, is_stderr, fd)
-
-    def _emit(self, child: _Child, data: bytes, is_stderr: bool, fd: int) -> None:
-        *lines, rest = data.split(b"\n")
-        if len(rest) > _MAX_LINE:
-            lines.append(rest)
-        elif rest:
-            child.partial[fd] = rest
-        stream = self._streams[1] or sys.stderr if is_stderr else self._streams[0] or sys.stdout
-        for raw in lines:
-            text = raw.decode("utf-8", "replace").rstrip("\r")
-            with contextlib.suppress(OSError, ValueError):
-                stream.write(f"[{child.plan.label}] {text}\n")
-                stream.flush()
-            if is_stderr:
-                child.tail.append(text)
-            found = READY_PATTERN.search(text)
-            if found and found.group(1) in child.plan.pipeline_nodes:
-                self._note_readiness(child, found.group(1))
+    def _on_line(self, child: _Child, text: str, is_stderr: bool) -> None:
+        """Every line a process wrote (already passed on): keep stderr's last lines, spot
+        ``ready`` lines."""
+        if is_stderr:
+            child.tail.append(text)
+        found = READY_PATTERN.search(text)
+        if found and found.group(1) in child.plan.pipeline_nodes:
+            self._note_readiness(child, found.group(1))
 
     def _note_readiness(self, child: _Child, node: str | None = None) -> None:
         with self._changed:
@@ -331,7 +289,7 @@ class RunningGraph:
             if code is None:
                 continue
             assert child.popen is not None
-            self._drain(child)
+            self._output.drain(child)
             what = f"{self.name}: '{child.plan.label}' (pid {child.popen.pid}) "
             what += f"{describe_exit(code)} unexpectedly"
             tail = "".join(f"\n    {line}" for line in child.tail)
@@ -367,11 +325,6 @@ class RunningGraph:
             f"{policy.max_restarts} within {policy.window_s:.0f} s)"
         )
 
-    def _drain(self, child: _Child) -> None:
-        for key in list(self._selector.get_map().values()):
-            if key.data[0] is child:
-                self._read(child, key.fileobj, key.data[1])  # type: ignore[arg-type]
-
     def _shutdown(self) -> int:
         """Stop every running process: SIGINT, then SIGTERM, then SIGKILL."""
         running = [c for c in self._children if c.running]
@@ -389,9 +342,9 @@ class RunningGraph:
             while any(c.running for c in left) and time.monotonic() < deadline:
                 if self._hurry and sig == signal.SIGINT:
                     break
-                self._pump(0.05)
+                self._output.pump(0.05)
         for child in running:
-            self._drain(child)
+            self._output.drain(child)
         # A process that had not yet installed its handlers dies of the signal itself.
         clean = (0, -signal.SIGINT, -signal.SIGTERM)
         unclean = [c for c in running if c.popen is not None and c.popen.returncode not in clean]
