@@ -66,7 +66,8 @@ Arguments:
                  of the parameters file are named after each node's full name
                  (<namespace>/<node>): under another namespace, rename them in your copy.
     params_file  ROS 2 parameters YAML given to every node (default: this package's
-                 config/<PARAMS_FILE>: firing, rate_hz, max_input_age, QoS overrides)
+                 config/<PARAMS_FILE>: firing, rate_hz, max_input_age, cpu_latency_us,
+                 cpu_affinity, QoS overrides)
     log_level    debug | info | warn | error | fatal (default info)
 
 The nodes are leapp_ros's executables; spec_path is set here to the export installed in
