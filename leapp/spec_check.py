@@ -25,6 +25,7 @@ from leapp.spec import (
     TensorSpec,
     file_checksums,
 )
+from leapp.spec_wiring import FLOW_KEYS, check_wiring
 
 __all__ = ["check_checksums", "check_extras", "parse_spec", "read_yaml"]
 
@@ -40,8 +41,7 @@ _PARAMETER_KEYS = (
     "opset_version",
     "torch_version",
 )
-_FLOW_KEYS = ("data_flow", "feedback_flow")
-_PIPELINE_KEYS = (*_FLOW_KEYS, "inputs", "outputs", "initial_values", "examples", "configs")
+_PIPELINE_KEYS = (*FLOW_KEYS, "inputs", "outputs", "initial_values", "examples", "configs")
 
 
 class _Problems(list):  # type: ignore[type-arg]
@@ -141,7 +141,7 @@ def parse_spec(raw: Mapping[Any, Any], *, name: str, path: Path | None) -> tuple
     system = top.get("system information", "a mapping", default={})
     extra = top.extra(_TOP_KEYS)
     spec = Spec(name, parsed_models, parsed_pipeline, dict(system), path, extra)
-    _check_wiring(spec, problems)
+    problems.extend(check_wiring(spec, problems.doubtful))
     return spec, list(problems)
 
 
@@ -411,7 +411,7 @@ def _parse_parameters(entry: _Entry) -> ModelParameters:
 def _parse_pipeline(entry: _Entry) -> PipelineSpec:
     lists = {
         key: _parse_lists(entry.items.get(key), f"pipeline.{key}", entry.problems)
-        for key in (*_FLOW_KEYS, "inputs", "outputs")
+        for key in (*FLOW_KEYS, "inputs", "outputs")
     }
     return PipelineSpec(
         data_flow=lists["data_flow"],
@@ -441,108 +441,3 @@ def _parse_lists(value: Any, where: str, problems: _Problems) -> dict[str, tuple
         else:
             result[key] = tuple(items)
     return result
-
-
-# --- wiring --------------------------------------------------------------------------------
-
-
-def _check_wiring(spec: Spec, problems: _Problems) -> None:
-    """Edges and pipeline inputs/outputs refer to real ports; every input is fed exactly once."""
-    order = {model.name: i for i, model in enumerate(spec.models)}
-    feeders: dict[str, list[str]] = {}
-    for section in _FLOW_KEYS:
-        for source, targets in getattr(spec.pipeline, section).items():
-            where = f"pipeline.{section}.{source}"
-            out = _resolve(spec, source, "output", where, problems)
-            for j, target in enumerate(targets):
-                inp = _resolve(spec, target, "input", f"{where}[{j}]", problems)
-                if inp is None:
-                    continue
-                feeders.setdefault(target, []).append(f"pipeline.{section}.{source}")
-                if out is None:
-                    continue
-                _check_edge(source, out, target, inp, f"{where}[{j}]", problems)
-                src_node, dst_node = source.split("/")[0], target.split("/")[0]
-                if section == "data_flow" and order[src_node] >= order[dst_node]:
-                    problems.add(f"{where}[{j}]", _backward_edge(source, target))
-    for section, role in (("inputs", "input"), ("outputs", "output")):
-        for node, names in getattr(spec.pipeline, section).items():
-            for j, port in enumerate(names):
-                key = f"{node}/{port}"
-                found = _resolve(spec, key, role, f"pipeline.{section}.{node}[{j}]", problems)
-                if found is not None and section == "inputs":
-                    feeders.setdefault(key, []).append(f"pipeline.inputs.{node}")
-    for model in spec.models:
-        for i, port in enumerate(model.inputs):
-            key = f"{model.name}/{port.name}"
-            fed_by = feeders.get(key, [])
-            if not fed_by:
-                problems.add(
-                    f"models.{model.name}.inputs[{i}]",
-                    f"expected {key} to be fed by exactly one of pipeline.data_flow, "
-                    f"pipeline.feedback_flow or pipeline.inputs but nothing feeds it; add it to "
-                    f"pipeline.inputs.{model.name} or connect an output to it",
-                )
-            elif len(fed_by) > 1:
-                problems.add(
-                    f"models.{model.name}.inputs[{i}]",
-                    f"expected {key} to be fed exactly once but found {len(fed_by)} feeds "
-                    f"({', '.join(fed_by)}); keep one",
-                )
-
-
-def _backward_edge(source: str, target: str) -> str:
-    src_node, dst_node = source.split("/")[0], target.split("/")[0]
-    if src_node == dst_node:
-        found = f"{source} feeds an input of its own node"
-    else:
-        found = f"{source} feeds {target} and {dst_node!r} is listed before {src_node!r}"
-    return (
-        f"expected a forward edge (models lists producers before consumers) but {found}; "
-        "reorder models, or use feedback_flow for a loop"
-    )
-
-
-def _resolve(
-    spec: Spec, key: str, role: str, where: str, problems: _Problems
-) -> TensorSpec | None:
-    """The ``role`` ("input" or "output") port called ``key`` ("node/port"), or a problem."""
-    node, sep, port = key.partition("/")
-    if not sep or not node or not port or "/" in port:
-        problems.add(where, f"expected '<node>/<port>' (an {role}) but found {key!r}")
-        return None
-    models = {model.name: model for model in spec.models}
-    if node not in models:
-        problems.add(
-            where, f"expected a node of models ({', '.join(models)}) but found {node!r} in {key!r}"
-        )
-        return None
-    ports = {p.name: p for p in (models[node].inputs if role == "input" else models[node].outputs)}
-    if port not in ports:
-        other = "output" if role == "input" else "input"
-        hint = f", which is an {other}" if _has_port(models[node], port, other) else ""
-        problems.add(
-            where,
-            f"expected an {role} of node {node!r} ({', '.join(ports) or 'none'}) but found "
-            f"{port!r}{hint}",
-        )
-        return None
-    return ports[port]
-
-
-def _has_port(model: ModelSpec, name: str, role: str) -> bool:
-    return any(p.name == name for p in (model.inputs if role == "input" else model.outputs))
-
-
-def _check_edge(
-    source: str, out: TensorSpec, target: str, inp: TensorSpec, where: str, problems: _Problems
-) -> None:
-    if out.dtype == inp.dtype and out.shape == inp.shape:
-        return
-    if id(out) in problems.doubtful or id(inp) in problems.doubtful:
-        return  # already reported
-    problems.add(
-        where,
-        f"expected {target} to match {source} (dtype {out.dtype}, shape {list(out.shape)}) but "
-        f"found dtype {inp.dtype}, shape {list(inp.shape)}; make both ports agree",
-    )
