@@ -33,8 +33,9 @@ ROS parameters (all read once at startup):
     ``/dev/cpu_dma_latency``) the node logs a warning that says how to get it and runs anyway.
 ``cpu_affinity`` (integer array)
     When set, the node's process runs on these CPUs only (every thread, also the middleware's),
-    e.g. ``-p cpu_affinity:=[1]``; a CPU the process may not use is a startup error. Nodes in
-    one container share the process: give them the same CPUs. Unset (default): anywhere.
+    e.g. ``-p cpu_affinity:=[1]`` (one number is a list of one); a CPU the process may not use
+    is a startup error. Nodes in one container share the process: give them the same CPUs.
+    Unset (default): anywhere.
 ``qos_overrides./<ns>/<topic>.publisher|subscription.<policy>``
     The standard rclpy QoS overrides (history, depth, reliability) of every data topic.
 

@@ -56,14 +56,14 @@ def declare_parameters(node: Any) -> dict[str, Any]:
     whole numbers >= 0, and come back as a tuple (empty when unset).
     """
     from rcl_interfaces.msg import ParameterDescriptor, ParameterType
-    from rclpy.parameter import Parameter
 
     values: dict[str, Any] = {}
     for name, default, description in PARAMETERS:
-        if default == ():
-            array = ParameterDescriptor(description=description, read_only=True)
-            value = node.declare_parameter(name, Parameter.Type.INTEGER_ARRAY, array).value
-            values[name] = _whole_numbers(name, value)
+        if default == ():  # any type here, checked below: -p cpu_affinity:=1 means [1]
+            array = ParameterDescriptor(
+                description=description, read_only=True, dynamic_typing=True
+            )
+            values[name] = _whole_numbers(name, node.declare_parameter(name, None, array).value)
             continue
         numeric = isinstance(default, float)
         whole = isinstance(default, int)
@@ -99,11 +99,19 @@ def _whole_number(name: str, value: Any) -> int:
 
 
 def _whole_numbers(name: str, value: Any) -> tuple[int, ...]:
-    """An integer array parameter's value (None when unset): whole numbers >= 0."""
-    numbers = tuple(value or ())
-    if any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in numbers):
-        raise StartupError(f"parameter {name} must be whole numbers >= 0, got {list(numbers)}")
-    return numbers
+    """An integer array parameter's value: whole numbers >= 0; one number counts as a list of
+    one, unset (None) as an empty list."""
+    numbers = (value,) if isinstance(value, int) and not isinstance(value, bool) else value
+    if numbers is None:
+        return ()
+    if not isinstance(numbers, (list, tuple)) or any(
+        isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in numbers
+    ):
+        shown = list(numbers) if isinstance(numbers, (list, tuple)) else repr(numbers)
+        raise StartupError(
+            f"parameter {name} must be whole numbers >= 0 such as [0, 1], got {shown}"
+        )
+    return tuple(numbers)
 
 
 def load_spec(spec_path: str) -> Spec:

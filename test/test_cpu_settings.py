@@ -151,7 +151,10 @@ def test_processes_reject_a_cpu_latency_that_is_not_a_whole_number_from_minus_1(
     [
         ("cpu_latency_us:=-2", "parameter cpu_latency_us must be -1 (off) or >= 0, got -2"),
         ("cpu_latency_us:=1.5", "parameter cpu_latency_us must be a whole number, got 1.5"),
-        ("cpu_affinity:=[-1]", "parameter cpu_affinity must be whole numbers >= 0, got [-1]"),
+        ("cpu_affinity:=[-1]", "parameter cpu_affinity must be whole numbers >= 0 such as "
+         "[0, 1], got [-1]"),
+        ("cpu_affinity:=x", "parameter cpu_affinity must be whole numbers >= 0 such as "
+         "[0, 1], got 'x'"),
         ("cpu_affinity:=[100000]", "node 'policy': parameter cpu_affinity: cannot pin to CPUs "
          "[100000]: [100000] are not available; this process may use CPUs"),
     ],
@@ -202,6 +205,24 @@ def test_node_without_access_warns_how_to_get_it_and_runs_anyway(
     logged = capfd.readouterr().err
     assert "node 'policy': cpu_latency_us is 0, but cannot request" in logged
     assert str(missing) in logged
+
+
+def test_node_takes_one_cpu_number_as_a_list_of_one(seed_export):
+    cpu = usable_cpus()[-1]
+    args = ["--ros-args", "-r", "__node:=policy", "-p", f"spec_path:={seed_export}"]
+    with reserve_domain_id() as domain_id:
+        probe = Probe(domain_id)
+        node = Command(
+            [sys.executable, "-m", "leapp_ros.node", *args, "-p", f"cpu_affinity:={cpu}"],
+            ros_env(domain_id),
+        )
+        try:
+            status = probe.wait_ready("/", ["policy"], timeout_s=60)["policy"]
+            assert os.sched_getaffinity(node.process.pid) == {cpu}
+        finally:
+            node.kill()
+            probe.close()
+    assert status["cpu_affinity"] == [cpu]
 
 
 # --- leapp-ros run --cpu-latency-us --pin-cpus, over real DDS -------------------------------
