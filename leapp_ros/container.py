@@ -9,7 +9,8 @@
 pipeline name), and all of them spin on one executor, so topics between them never leave the
 process's DDS participant. ``--ros-args`` applies to every node (for example ``-p
 firing:=timer`` or ``--params-file F``, whose ``<node>: ros__parameters`` sections reach one
-node each). The spec is read and its checksums verified once.
+node each). The spec is read and its checksums verified once. The nodes share one process, so
+those given a ``cpu_affinity`` must be given the same one.
 
 Exit codes: 0 after SIGINT/SIGTERM, 2 for a startup problem (one error line on stderr).
 """
@@ -84,8 +85,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                     parameter_overrides=[spec_path],
                 )
             )
+        _check_one_cpu_set(nodes)
 
     return run_nodes(PROGRAM, [args[0] if args else PROGRAM, *ros], build)
+
+
+def _check_one_cpu_set(nodes: list[Any]) -> None:
+    """The nodes share one process, so they cannot run on different CPUs."""
+    from leapp_ros.settings import StartupError
+
+    asked = {n.pipeline_node: n.status()["cpu_affinity"] for n in nodes}
+    if len({tuple(cpus) for cpus in asked.values() if cpus}) > 1:
+        listed = ", ".join(f"{name} {cpus}" for name, cpus in asked.items() if cpus)
+        raise StartupError(
+            f"the nodes of one container share its process but ask for different CPUs "
+            f"(cpu_affinity: {listed}); give them the same cpu_affinity, or run them in "
+            "processes of their own"
+        )
 
 
 def _split_ros_args(args: list[str]) -> tuple[list[str], list[str]]:

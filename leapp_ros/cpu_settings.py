@@ -127,12 +127,19 @@ def current_limit(device: str | os.PathLike[str] = DEVICE) -> int | None:
     return struct.unpack("=i", data)[0]
 
 
-def usable_cpus() -> tuple[int, ...]:
-    """The CPUs this process may run on, in ascending order (all of them where the platform
-    cannot tell)."""
+def _affinity() -> tuple[int, ...]:
     if hasattr(os, "sched_getaffinity"):
         return tuple(sorted(os.sched_getaffinity(0)))
     return tuple(range(os.cpu_count() or 1))
+
+
+_STARTED_ON = _affinity()  # before this process pinned itself (this module pins nothing)
+
+
+def usable_cpus() -> tuple[int, ...]:
+    """The CPUs this process may run on, in ascending order: those it was given when it
+    started (before any :func:`pin_process`), all of them where the platform cannot tell."""
+    return _STARTED_ON
 
 
 def pin_process(cpus: Iterable[int]) -> tuple[int, ...]:

@@ -34,7 +34,8 @@ ROS parameters (all read once at startup):
 ``cpu_affinity`` (integer array)
     When set, the node's process runs on these CPUs only (every thread, also the middleware's),
     e.g. ``-p cpu_affinity:=[1]`` (one number is a list of one); a CPU the process may not use
-    is a startup error. Nodes in one container share the process: give them the same CPUs.
+    is a startup error. Nodes in one container share the process: give them the same CPUs (the
+    container refuses different ones).
     Unset (default): anywhere.
 ``qos_overrides./<ns>/<topic>.publisher|subscription.<policy>``
     The standard rclpy QoS overrides (history, depth, reliability) of every data topic.

@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 import pytest
+from ros_support import run_to_exit, startup_error_line
 from runner_support import Command, export_seed
 
 from leapp_ros.cpu_settings import (
@@ -223,6 +224,19 @@ def test_node_takes_one_cpu_number_as_a_list_of_one(seed_export):
             node.kill()
             probe.close()
     assert status["cpu_affinity"] == [cpu]
+
+
+def test_container_refuses_nodes_that_ask_for_different_cpus(seed_export, tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text(
+        "/torch_pipeline/preprocess:\n  ros__parameters:\n    cpu_affinity: [0]\n"
+        f"/torch_pipeline/policy:\n  ros__parameters:\n    cpu_affinity: [{usable_cpus()[-1]}]\n"
+    )
+    if usable_cpus()[-1] == 0:
+        pytest.skip("one CPU only: nothing to disagree about")
+    args = [str(seed_export), "--ros-args", "--params-file", str(params)]
+    line = startup_error_line(run_to_exit("leapp_ros.container", args), "leapp_container")
+    assert "share its process but ask for different CPUs (cpu_affinity: preprocess [0], " in line
 
 
 # --- leapp-ros run --cpu-latency-us --pin-cpus, over real DDS -------------------------------
