@@ -47,9 +47,11 @@ def export_function(
     node: str = "node",
     name: str = "pipe",
 ):
-    """Trace ``fn(**traced inputs)`` as node ``node`` and export it with ``backend``."""
+    """Trace ``fn(**traced inputs)`` as node ``node`` and export it with ``backend``.
+    ``inputs`` are tensors or NumPy arrays (copied first: tracing must not touch them)."""
     leapp.start(name, save_path=tmp_path)
-    traced = annotate.input_tensors(node, {k: v.clone() for k, v in inputs.items()})
+    copies = {k: v.clone() if isinstance(v, torch.Tensor) else v.copy() for k, v in inputs.items()}
+    traced = annotate.input_tensors(node, copies)
     traced = traced if isinstance(traced, tuple) else (traced,)
     result = fn(**dict(zip(inputs, traced, strict=True)))
     results = result if isinstance(result, tuple) else (result,)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import FRESH_SAMPLES
+from conftest import FRESH_SAMPLES, export_function
 
 import leapp
 from leapp import annotate
@@ -27,18 +27,14 @@ HIGH = np.linspace(0.1, 1.0, 5).astype(np.float32)
 
 
 def export_numpy(tmp_path, fn, inputs, backend, node="node"):
-    """Trace ``fn(**traced arrays)`` as ``node`` and export it with ``backend``."""
-    leapp.start("pipe", save_path=tmp_path)
-    traced = annotate.input_tensors(node, {k: v.copy() for k, v in inputs.items()})
-    traced = traced if isinstance(traced, tuple) else (traced,)
-    assert all(isinstance(t, TracedArray) for t in traced)
-    result = fn(**dict(zip(inputs, traced, strict=True)))
-    results = result if isinstance(result, tuple) else (result,)
-    annotate.output_tensors(
-        node, {f"out{i}": r for i, r in enumerate(results)}, export_with=backend
-    )
-    leapp.stop()
-    return leapp.compile_graph()
+    """Trace ``fn(**traced arrays)`` as ``node`` and export it with ``backend``; the traced
+    inputs must be TracedArrays (NumPy in, NumPy traced)."""
+
+    def traced_as_arrays(**traced):
+        assert all(isinstance(t, TracedArray) for t in traced.values())
+        return fn(**traced)
+
+    return export_function(tmp_path, traced_as_arrays, inputs, backend, node)
 
 
 def assert_matches_numpy(compiled, fn, make_inputs, node="node", atol=1e-5):
