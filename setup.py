@@ -41,6 +41,8 @@ setup(
     # rclpy, std_msgs and launch come from the ROS 2 distribution (or from the ros-* wheels in
     # requirements-ros.txt), never from here: the PyPI package named "launch" is unrelated.
     install_requires=read_requirements("requirements.txt"),
+    # pytest is the test runner: without it colcon test falls back to unittest and runs nothing.
+    extras_require={"test": ["pytest>=8,<9"]},
     zip_safe=True,
     data_files=[
         (

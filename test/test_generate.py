@@ -1,10 +1,11 @@
 """``leapp-ros generate``: a complete ament_python package per export, regenerated safely.
 
 The seed export is traced once per module. The package is installed with pip into a folder
-(``--target``), never into the test environment. ``launch``, ``launch_ros`` and
-``launch_testing`` are not installable here: the generated launch files and test run against
-small stand-in modules that record what they are given (the real packages check them on a full
-ROS 2 install), and against the real ones where they are importable.
+(``--target``), never into the test environment. The generated launch files and test run
+against small stand-in modules of ``launch``, ``launch_ros`` and ``launch_testing`` that record
+what they are given (so this runs where ROS 2 comes from pip wheels alone), and against the
+real ones where they are importable; test_ros2_workspace.py builds, tests and launches the
+package with colcon and ``ros2 launch``.
 """
 
 from __future__ import annotations
@@ -207,6 +208,21 @@ def test_setup_cfg_puts_executables_under_lib_package(package):
     assert config["install"]["install_scripts"] == f"$base/lib/{PACKAGE}"
 
 
+# The test dependencies a setup.py declares, as colcon reads them to pick its test runner.
+TEST_EXTRAS = """
+from setuptools import setup  # noqa: F401 (distutils on Python 3.12)
+from distutils.core import run_setup
+print(sorted(run_setup("setup.py", stop_after="init").extras_require.get("test", [])))
+"""
+
+
+@pytest.mark.parametrize("which", ["generated", "leapp_ros"])
+def test_setup_py_declares_pytest_so_colcon_test_runs_pytest(package, which):
+    folder = package if which == "generated" else Path(__file__).resolve().parent.parent
+    listed = run_python(TEST_EXTRAS, path=[folder])
+    assert "pytest" in listed, listed
+
+
 def test_pip_install_puts_every_share_file_and_the_ament_marker_under_the_prefix(package, site):
     assert (site / "share/ament_index/resource_index/packages" / PACKAGE).is_file()
     share = site / "share" / PACKAGE
@@ -300,10 +316,21 @@ def test_parameters_file_has_ros_parameters_for_every_node_and_no_spec_path(pack
     assert parsed["firing"].value.string_value == "inputs"
 
 
+# pytest as where ROS 2 comes from pip wheels alone: launch_testing cannot be imported (and
+# its plugin is not loaded), whether or not the launch stack is installed here.
+WITHOUT_LAUNCH_TESTING = """
+import sys
+import pytest
+sys.modules["launch_testing"] = None
+sys.exit(pytest.main(["-q", "-rs", "-p", "no:cacheprovider", *sys.argv[1:]]))
+"""
+
+
 def test_generated_topic_test_skips_with_a_reason_without_launch_testing(package, tmp_path):
     test_file = shutil.copy(package / "test" / "test_torch_pipeline_topics.py", tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", test_file],
+        [sys.executable, "-c", WITHOUT_LAUNCH_TESTING, test_file],
+        env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
         cwd=tmp_path,
         capture_output=True,
         text=True,

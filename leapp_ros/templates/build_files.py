@@ -114,6 +114,8 @@ setup(
     data_files=[
 @DATA_FILES@    ],
     install_requires=["setuptools"],
+    # pytest is the test runner: without it colcon test falls back to unittest and runs nothing.
+    extras_require={"test": ["pytest"]},
     zip_safe=True,
     maintainer=@MAINTAINER@,
     maintainer_email=@EMAIL@,

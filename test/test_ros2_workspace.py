@@ -1,0 +1,218 @@
+"""The ROS 2 user's path, end to end, in a temporary colcon workspace.
+
+Export the seed pipeline, ``leapp-ros generate`` its package into ``ws/src`` next to a copy of
+this repository (the leapp_ros package), ``colcon build``, ``source install/setup.bash``, then:
+``colcon test`` of the generated package (its launch_testing test replays the traced examples
+over real topics) and of leapp_ros (a fast subset, see LEAPP_ROS_COLCON_SUBSET), ``ros2 launch``
+of the generated launch file and of ``leapp_ros pipeline.launch.py ... composed:=true``, each
+answered by a client over real topics like eager PyTorch, and SIGINT to ``ros2 launch`` stopping
+every node cleanly.
+
+Needs colcon, ros2cli and the launch stack (a ROS 2 install, or ``scripts/setup.sh`` with
+``../shared/ros2-launch`` present); skipped with that reason elsewhere. Every process runs in a
+ROS domain of this module's own with localhost discovery.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip(
+    "launch_testing.actions",
+    reason="the ROS 2 launch stack is not installed (launch, launch_ros, launch_testing, "
+    "ros2cli, colcon): use a ROS 2 install, or run scripts/setup.sh with ../shared/ros2-launch "
+    "present",
+)
+
+import torch
+from runner_support import REPO, Command, SeedIO, pid_alive, wait_until
+
+import leapp
+from leapp_ros.testing import Probe, claim_domain_id, ros_env
+
+PACKAGE = "torch_pipeline_ros"
+NAMESPACE = "/torch_pipeline"
+NODES = ("preprocess", "policy")
+BIN = Path(sys.executable).parent
+# What `colcon test --packages-select leapp_ros` runs here: the whole suite takes minutes and
+# runs in CI anyway, so this checks that colcon finds and runs leapp_ros's pytest tests.
+LEAPP_ROS_COLCON_SUBSET = ("test/test_ros_plan.py", "test/test_ros_messages.py")
+# Not copied into the workspace: environments, build outputs, caches.
+_NOT_SOURCES = shutil.ignore_patterns(
+    ".git", ".venv", "build", "install", "log", "out", "__pycache__", ".pytest_cache", "*.egg-info"
+)
+
+
+def tool(name: str) -> str:
+    """The executable ``name`` next to this Python, else on PATH."""
+    found = BIN / name if (BIN / name).is_file() else shutil.which(name)
+    if not found:
+        pytest.skip(f"{name} is not installed (ROS 2 launch stack / colcon)")
+    return str(found)
+
+
+def run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> str:
+    """``argv`` to completion; its merged output. Fails with that output on a non-zero exit."""
+    done = subprocess.run(
+        argv,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout_s,
+    )
+    assert done.returncode == 0, f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout}"
+    return done.stdout
+
+
+def sourced(setup_bash: Path, env: dict[str, str]) -> dict[str, str]:
+    """``env`` after ``source <setup_bash>``, as a user's shell has it."""
+    done = subprocess.run(
+        ["bash", "-c", 'source "$0" && env -0', str(setup_bash)],
+        env=env,
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    pairs = (item.split("=", 1) for item in done.stdout.decode().split("\0") if "=" in item)
+    return dict(pairs)
+
+
+@pytest.fixture(scope="module")
+def domain_id():
+    domain, lock = claim_domain_id()
+    yield domain
+    lock.close()
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory, domain_id):
+    """The built workspace: ``(root, export, env after source install/setup.bash)``."""
+    from ros_support import export_seed
+
+    root = tmp_path_factory.mktemp("ws")
+    export = export_seed(tmp_path_factory.mktemp("export")).path
+    env = ros_env(domain_id)
+    run([tool("leapp-ros"), "generate", str(export), "--out", "src"], env, root, 120)
+    shutil.copytree(REPO, root / "src" / "leapp_ros", ignore=_NOT_SOURCES, symlinks=True)
+    run([tool("colcon"), "build"], env, root, 300)
+    return root, export, sourced(root / "install" / "setup.bash", env)
+
+
+def colcon_test(root: Path, env: dict[str, str], package: str, *pytest_args: str) -> str:
+    """``colcon test`` of ``package``, then ``colcon test-result --verbose``; its output."""
+    argv = [tool("colcon"), "test", "--packages-select", package, "--return-code-on-test-failure"]
+    if pytest_args:
+        argv += ["--pytest-args", *pytest_args]
+    tested = run(argv, env, root, 300)
+    results = root / "build" / package
+    verdict = run([tool("colcon"), "test-result", "--verbose", "--test-result-base", str(results)],
+                  env, root, 60)  # fmt: skip
+    return tested + verdict
+
+
+def test_colcon_build_installs_both_packages_with_their_executables_and_files(workspace):
+    root, _, env = workspace
+    install = root / "install"
+    for executable in ("leapp_node", "leapp_container", "leapp-ros"):
+        assert (install / "leapp_ros" / "lib" / "leapp_ros" / executable).is_file()
+    share = install / PACKAGE / "share" / PACKAGE
+    assert (share / "export" / "torch_pipeline.yaml").is_file()
+    assert (share / "launch" / "torch_pipeline_composed.launch.py").is_file()
+    prefixes = env["AMENT_PREFIX_PATH"].split(os.pathsep)
+    assert str(install / PACKAGE) in prefixes and str(install / "leapp_ros") in prefixes
+
+
+def count_tests(output: str) -> int:
+    """The test count of ``colcon test-result``'s summary; it must report no failure."""
+    summary = re.search(r"Summary: (\d+) tests?, (\d+) errors?, (\d+) failures?", output)
+    assert summary, f"no colcon test-result summary in:\n{output}"
+    total, errors, failures = map(int, summary.groups())
+    assert (errors, failures) == (0, 0), output
+    return total
+
+
+def test_colcon_test_runs_the_generated_launch_test_and_it_passes(workspace):
+    root, _, env = workspace
+    assert count_tests(colcon_test(root, env, PACKAGE)) >= 1
+
+
+def test_colcon_test_runs_leapp_ros_pytest_tests_and_they_pass(workspace):
+    root, _, env = workspace
+    output = colcon_test(root, env, "leapp_ros", *LEAPP_ROS_COLCON_SUBSET)
+    assert count_tests(output) >= 10  # pytest ran: unittest would have found nothing
+
+
+def launch_and_answer(argv: list[str], env: dict[str, str], export: Path, domain_id: int) -> None:
+    """``ros2 launch ...``: every node ready, three actions equal to eager, then SIGINT stops
+    ros2 launch and every process it started with exit code 0."""
+    pipeline = leapp.Pipeline.load(export)
+    command = Command(argv, env)
+    probe = Probe(domain_id)
+    try:
+        probe.wait_ready(NAMESPACE, NODES, timeout_s=90, check=lambda: exited(command))
+        seed = SeedIO(probe, NAMESPACE)
+        for _ in range(3):
+            state, velocity = torch.randn(6) * 2, torch.randn(3)
+            inputs = {"preprocess/state": state, "preprocess/velocity": velocity}
+            expected = pipeline.step(inputs)["policy/action"]
+            torch.testing.assert_close(seed.step(state, velocity, expected, 20), expected)
+        children = descendants(command.process.pid)
+        assert children, command.output
+        command.process.send_signal(signal.SIGINT)
+        assert command.wait(60) == 0, command.output
+        assert wait_until(lambda: not any(map(pid_alive, children)), 10), command.output
+        finished = re.findall(r"process has finished cleanly \[pid (\d+)\]", command.output)
+        assert set(children) <= set(map(int, finished)), command.output
+        assert "process has died" not in command.output, command.output
+    finally:
+        probe.close()
+        command.kill()
+
+
+def exited(command: Command) -> None:
+    if command.process.poll() is not None:
+        raise AssertionError(f"ros2 launch exited early:\n{command.output}")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (from /proc's children lists)."""
+    found: list[int] = []
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                children = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for child in map(int, children):
+                found.append(child)
+                pending.append(child)
+    return found
+
+
+def test_ros2_launch_of_the_generated_package_answers_like_eager_and_stops_on_sigint(
+    workspace, domain_id
+):
+    _, export, env = workspace
+    argv = [tool("ros2"), "launch", PACKAGE, "torch_pipeline.launch.py"]
+    launch_and_answer(argv, env, export, domain_id)
+
+
+def test_ros2_launch_pipeline_composed_answers_like_eager_and_stops_on_sigint(
+    workspace, domain_id
+):
+    _, export, env = workspace
+    argv = [tool("ros2"), "launch", "leapp_ros", "pipeline.launch.py", f"pipeline:={export}"]
+    launch_and_answer([*argv, "composed:=true"], env, export, domain_id)
