@@ -1,7 +1,9 @@
-"""The ROS 2 user's path, end to end, in a temporary colcon workspace.
+"""The ROS 2 user's path, end to end, in a temporary colcon workspace (README, "On a ROS 2
+install").
 
-Export the seed pipeline, ``leapp-ros generate`` its package into ``ws/src`` next to a copy of
-this repository (the leapp_ros package), ``colcon build``, ``source install/setup.bash``, then:
+Export the seed pipeline; copy this repository (the leapp_ros package) into ``ws/src``,
+``colcon build``, ``source install/setup.bash``; ``ros2 run leapp_ros leapp-ros generate`` the
+export's package into ``ws/src``, ``colcon build`` and source again; then:
 ``colcon test`` of the generated package (its launch_testing test replays the traced examples
 over real topics) and of leapp_ros (a fast subset, see LEAPP_ROS_COLCON_SUBSET), ``ros2 launch``
 of the generated launch file and of ``leapp_ros pipeline.launch.py ... composed:=true``, each
@@ -103,10 +105,13 @@ def workspace(tmp_path_factory, domain_id):
     root = tmp_path_factory.mktemp("ws")
     export = export_seed(tmp_path_factory.mktemp("export")).path
     env = ros_env(domain_id)
-    run([tool("leapp-ros"), "generate", str(export), "--out", "src"], env, root, 120)
     shutil.copytree(REPO, root / "src" / "leapp_ros", ignore=_NOT_SOURCES, symlinks=True)
     run([tool("colcon"), "build"], env, root, 300)
-    return root, export, sourced(root / "install" / "setup.bash", env)
+    built = sourced(root / "install" / "setup.bash", env)
+    generate = ["ros2", "run", "leapp_ros", "leapp-ros", "generate", str(export), "--out", "src"]
+    run([tool("ros2"), *generate[1:]], built, root, 120)
+    run([tool("colcon"), "build"], built, root, 300)
+    return root, export, sourced(root / "install" / "setup.bash", built)
 
 
 def colcon_test(root: Path, env: dict[str, str], package: str, *pytest_args: str) -> str:
