@@ -1,10 +1,10 @@
 """launch_testing test of launch/pipeline.launch.py with the seed export, in both deployment
 shapes (one process per node, and composed).
 
-It needs a full ROS 2 install (launch, launch_ros, launch_testing, pytest < 9) and the leapp_ros
-package built there (its leapp_node / leapp_container executables). Run it with
+It needs the ROS 2 launch stack (launch, launch_ros, launch_testing, pytest < 9): a full ROS 2
+install, or scripts/setup.sh with ../shared/ros2-launch present (as on CI). Run it with
 ``launch_test test/test_pipeline_launch.py`` or ``python -m pytest test/test_pipeline_launch.py``.
-Where ROS 2 comes from pip it is skipped (test/test_runner.py covers the same graph through
+Without the launch stack it is skipped (test/test_runner.py covers the same graph through
 ``leapp-ros run``). Set LEAPP_ROS_TEST_EXPORT to an export folder to use it instead of tracing
 examples/torch_pipeline.py into a temporary folder.
 """
@@ -13,8 +13,8 @@ import pytest
 
 pytest.importorskip(
     "launch_testing.actions",
-    reason="launch_testing is not installed (ROS 2 from pip has no launch); "
-    "this test runs on a full ROS 2 install",
+    reason="launch_testing is not installed (ROS 2 from pip wheels has no launch stack): use a "
+    "ROS 2 install, or run scripts/setup.sh with ../shared/ros2-launch present",
 )
 
 import atexit
