@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 import torch
+import yaml
 from rclpy.serialization import deserialize_message, serialize_message
 
 from leapp_ros.messages import SUPPORTED_DTYPES, MessageError, PortCodec, codec
@@ -130,6 +131,33 @@ def test_empty_layout_is_accepted_when_the_element_count_matches():
     port = input_port("float32", (2, 3))
     message = codec(port).message_class(data=array.array("f", range(6)))
     assert message_to_tensor(message, port).tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_plain_data_message_as_ros2_topic_pub_builds_it_is_accepted():
+    fill = pytest.importorskip(
+        "rosidl_runtime_py", reason="rosidl_runtime_py comes with ros2cli (launch stack)"
+    ).set_message_fields
+    port = input_port("float32", (2, 3))
+    message = codec(port).message_class()
+    fill(message, yaml.safe_load("{data: [1, 2.5, -3, 4, 5, 6]}"))  # what `ros2 topic pub` does
+    received = message_to_tensor(over_the_wire(message), port)
+    assert received.tolist() == [[1.0, 2.5, -3.0], [4.0, 5.0, 6.0]]
+
+
+def test_plain_data_message_of_the_wrong_length_is_refused():
+    port = input_port("float32", (2, 3))
+    for length in (5, 7, 0):
+        message = codec(port).message_class(data=array.array("f", range(length)))
+        with pytest.raises(MessageError, match=rf"expected 6 float32 .*\[2, 3\], got {length}"):
+            message_to_tensor(message, port)
+
+
+def test_plain_data_message_with_a_data_offset_is_refused():
+    port = input_port("int16", (3,))
+    message = codec(port).message_class(data=array.array("h", range(3)))
+    message.layout.data_offset = 2
+    with pytest.raises(MessageError, match="expected data_offset 0, got 2"):
+        message_to_tensor(message, port)
 
 
 def test_unset_strides_are_accepted():
