@@ -9,11 +9,15 @@ Arguments:
     pipeline     the export folder, or its <name>.yaml spec (required)
     namespace    ROS namespace of every node (default: the pipeline name)
     composed     false: one leapp_node process per pipeline node (default);
-                 true: every node in one leapp_container process, on one executor
+                 true: a leapp_container component container (<namespace>/leapp_container)
+                 into which launch_ros loads every pipeline node as a component
+                 (leapp_ros::PipelineNode), all on one executor
     log_level    debug | info | warn | error | fatal (default: info)
     params_file  a ROS 2 parameters YAML for every node (firing, rate_hz, max_input_age,
                  cpu_latency_us, cpu_affinity, qos_overrides; see config/leapp_ros.yaml),
-                 empty for none (default)
+                 empty for none (default). Composed, launch_ros reads the file itself and
+                 gives each node its "/**" section and the one named after its full name
+                 (/<namespace>/<node>); other wildcards do not apply
     cpu_latency_us
                  the nodes' cpu_latency_us parameter: >= 0 holds a Linux CPU latency request
                  of that many microseconds while they run (faster hops between processes,
@@ -22,19 +26,24 @@ Arguments:
     pin_cpus     true: pin each process to one CPU, round robin in pipeline order (the nodes'
                  cpu_affinity parameter); false (default): as the params file says
 
-The spec is loaded (checksums verified) and planned when the launch runs, so a missing export
-or an invalid spec stops the launch with the spec's own message. Processes and their arguments
-come from leapp_ros.processes, the same description `leapp-ros run` uses where ROS 2 comes
-from pip.
+Parameters given here (spec_path, pipeline_node, cpu_latency_us, cpu_affinity) win over the
+params file. The spec is loaded (checksums verified) and planned when the launch runs, so a
+missing export or an invalid spec stops the launch with the spec's own message. Processes and
+their arguments come from leapp_ros.processes, the same description `leapp-ros run` uses where
+ROS 2 comes from pip; composed, the container is launch_ros's standard ComposableNodeContainer,
+so `ros2 component list` shows it and `ros2 component load` can add nodes to it.
 """
+
+from pathlib import Path
 
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.launch_description import LaunchDescription
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
+from launch_ros.actions import ComposableNodeContainer, Node
+from launch_ros.descriptions import ComposableNode
 
 import leapp.spec
-from leapp_ros.plan import PlanError, make_plan
+from leapp_ros.plan import PipelinePlan, PlanError, make_plan
 from leapp_ros.processes import ProcessPlan, plan_processes
 
 
@@ -84,18 +93,22 @@ def generate_launch_description() -> LaunchDescription:
 
 
 def launch_pipeline(context, *args, **kwargs):
-    """Load the spec, plan the graph and return one launch_ros Node per process."""
+    """Load the spec, plan the graph and return one launch_ros Node per process, or the
+    component container with every node."""
     value = lambda name: LaunchConfiguration(name).perform(context).strip()  # noqa: E731
     spec = leapp.spec.load(value("pipeline"))
     plan = make_plan(spec, namespace=value("namespace") or None)
+    composed = value("composed").lower() == "true"
     processes = plan_processes(
         plan,
-        composed=value("composed").lower() == "true",
+        composed=composed,
         log_level=value("log_level") or "info",
         params_file=value("params_file") or None,
         cpu_latency_us=whole_number("cpu_latency_us", value("cpu_latency_us")),
         pin_cpus=value("pin_cpus").lower() == "true",
     )
+    if composed:
+        return [component_container(plan, process) for process in processes]
     return [ros_node(process) for process in processes]
 
 
@@ -109,21 +122,53 @@ def whole_number(name: str, text: str) -> int | None:
         raise PlanError(f"launch argument {name} must be a whole number, got {text!r}") from None
 
 
-def ros_node(process: ProcessPlan) -> Node:
-    """``process`` as a launch_ros Node of the leapp_ros package."""
+def ros_parameters(process: ProcessPlan, fixed: dict | None = None) -> list:
+    """The params file, then ``fixed`` and the process's parameters (later ones win)."""
     parameters = []
     if process.params_file is not None:
         parameters.append(str(process.params_file))
-    if process.parameters:  # spec_path, pipeline_node, ...: after the file, so they win
-        parameters.append(
-            {name: list(v) if isinstance(v, tuple) else v for name, v in process.parameters}
-        )
+    explicit = dict(fixed or {})
+    explicit.update(
+        (name, list(v) if isinstance(v, tuple) else v) for name, v in process.parameters
+    )
+    if explicit:  # spec_path, pipeline_node, ...: after the file, so they win
+        parameters.append(explicit)
+    return parameters
+
+
+def ros_node(process: ProcessPlan) -> Node:
+    """``process`` as a launch_ros Node of the leapp_ros package."""
     return Node(
         package="leapp_ros",
         executable=process.executable,
-        name=process.node_name,  # None for the container: its nodes keep their own names
-        namespace=process.namespace,  # None for the container: it takes --namespace
-        parameters=parameters or None,
+        name=process.node_name,
+        namespace=process.namespace,
+        parameters=ros_parameters(process) or None,
         arguments=[*process.arguments, "--ros-args", "--log-level", process.log_level or "info"],
+        output="screen",
+    )
+
+
+def component_container(plan: PipelinePlan, process: ProcessPlan) -> ComposableNodeContainer:
+    """The composed ``process`` as launch_ros's standard form: a leapp_container named
+    ``leapp_container`` in the plan's namespace, and one component per pipeline node."""
+    spec_path = str(Path(plan.spec_path).absolute())
+    components = [
+        ComposableNode(
+            package="leapp_ros",
+            plugin="leapp_ros::PipelineNode",
+            name=node,
+            namespace=plan.namespace,
+            parameters=ros_parameters(process, {"spec_path": spec_path, "pipeline_node": node}),
+        )
+        for node in process.pipeline_nodes
+    ]
+    return ComposableNodeContainer(
+        package="leapp_ros",
+        executable="leapp_container",
+        name="leapp_container",
+        namespace=plan.namespace,
+        composable_node_descriptions=components,
+        arguments=["--ros-args", "--log-level", process.log_level or "info"],
         output="screen",
     )

@@ -112,6 +112,9 @@ class PipelineNode(Node):
         context: the rclpy context (default: the global one).
         spec: an already loaded spec of ``spec_path`` (a container loads it once for all).
         parameter_overrides: parameter values that win over command-line ones.
+        cli_args: ROS arguments of this node only (``--ros-args -r __node:=policy ...``).
+        use_global_arguments: False to ignore the process's own ROS arguments (a node loaded
+            into a component container takes only those of its load request).
 
     Raises:
         StartupError: the spec, the model, the parameters or the initial values are unusable;
@@ -126,12 +129,16 @@ class PipelineNode(Node):
         context: Any = None,
         spec: Spec | None = None,
         parameter_overrides: Sequence[Parameter] = (),
+        cli_args: Sequence[str] | None = None,
+        use_global_arguments: bool = True,
     ):
         super().__init__(
             node_name,
             namespace=namespace,
             context=context,
             parameter_overrides=list(parameter_overrides),
+            cli_args=None if cli_args is None else list(cli_args),
+            use_global_arguments=use_global_arguments,
         )
         self._runs = self._received = self._dropped = self._stale = self._errors = 0
         self._warned: dict[str, tuple[float, int]] = {}

@@ -74,7 +74,14 @@ STAND_INS = {
     "launch/substitutions.py": RECORDED.format("LaunchConfiguration"),
     "launch/launch_description_sources.py": RECORDED.format("PythonLaunchDescriptionSource"),
     "launch_ros/__init__.py": "",
-    "launch_ros/actions.py": RECORDED.format("Node"),
+    "launch_ros/actions.py": RECORDED.format("Node")
+    + "class ComposableNodeContainer(Recorded): pass\n",
+    "launch_ros/descriptions.py": """
+        from launch.actions import Recorded
+        class ComposableNode(Recorded):  # keyword arguments only: recorded as one dict
+            def __init__(self, **kwargs):
+                super().__init__(kwargs)
+    """,
     "launch_testing/__init__.py": """
         def parametrize(name, values):
             return lambda function: function
@@ -275,13 +282,22 @@ def test_composed_launch_file_starts_one_leapp_container(site, stand_ins):
     out = run_python(
         DESCRIBE, str(launch_file), path=[stand_ins, site], env={"AMENT_PREFIX_PATH": str(site)}
     )
-    nodes = [kw for kind, kw in json.loads(out) if kind == "Node"]
-    assert len(nodes) == 1 and nodes[0]["executable"] == "leapp_container"
-    spec_path, *rest = nodes[0]["arguments"]
-    assert Path(spec_path) == site / "share" / PACKAGE / "export/torch_pipeline.yaml"
-    assert rest[0] == "--namespace" and nodes[0]["parameters"] == [
-        {"LaunchConfiguration": ["params_file"]}
-    ]
+    entities = json.loads(out)
+    (container,) = [kw for kind, kw in entities if kind == "ComposableNodeContainer"]
+    assert (container["package"], container["executable"]) == ("leapp_ros", "leapp_container")
+    assert container["namespace"] == {"LaunchConfiguration": ["namespace"]}
+    components = [c["ComposableNode"][0] for c in container["composable_node_descriptions"]]
+    assert [c["name"] for c in components] == list(NODES)
+    for component in components:
+        assert (component["package"], component["plugin"]) == (
+            "leapp_ros",
+            "leapp_ros::PipelineNode",
+        )
+        assert component["namespace"] == {"LaunchConfiguration": ["namespace"]}
+        params_file, fixed = component["parameters"]  # fixed last: they win over the file
+        assert params_file == {"LaunchConfiguration": ["params_file"]}
+        assert fixed["pipeline_node"] == component["name"]
+        assert Path(fixed["spec_path"]) == site / "share" / PACKAGE / "export/torch_pipeline.yaml"
 
 
 def test_launch_files_generate_a_description_with_the_real_launch(site, monkeypatch):
@@ -289,13 +305,17 @@ def test_launch_files_generate_a_description_with_the_real_launch(site, monkeypa
     from launch.launch_description_sources import (
         get_launch_description_from_python_launch_file,
     )
-    from launch_ros.actions import Node
+    from launch_ros.actions import ComposableNodeContainer, Node
 
     monkeypatch.setenv("AMENT_PREFIX_PATH", str(site))
-    for name, count in (("torch_pipeline.launch.py", 2), ("torch_pipeline_composed.launch.py", 1)):
+    for name, kind in (
+        ("torch_pipeline.launch.py", Node),
+        ("torch_pipeline_composed.launch.py", ComposableNodeContainer),
+    ):
         path = site / "share" / PACKAGE / "launch" / name
         entities = get_launch_description_from_python_launch_file(str(path)).entities
-        assert len([entity for entity in entities if isinstance(entity, Node)]) == count
+        count = 2 if kind is Node else 1
+        assert len([entity for entity in entities if type(entity) is kind]) == count
 
 
 def test_parameters_file_has_ros_parameters_for_every_node_and_no_spec_path(package):

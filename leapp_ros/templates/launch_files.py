@@ -1,6 +1,8 @@
 """The launch files of a generated package: one ``leapp_node`` process per pipeline node, or
-every node in one ``leapp_container`` process. Both take the spec from the package's installed
-``share/<package>/export`` folder and the node parameters from ``config/<pipeline>.yaml``."""
+every node as a component (``leapp_ros::PipelineNode``) in one ``leapp_container`` component
+container, in launch_ros's standard ``ComposableNodeContainer`` form. Both take the spec from
+the package's installed ``share/<package>/export`` folder and the node parameters from
+``config/<pipeline>.yaml``."""
 
 from __future__ import annotations
 
@@ -21,17 +23,26 @@ def launch_py(info: PackageInfo) -> str:
         **_common(info),
         SUMMARY="Launch the nodes of a leapp pipeline, one leapp_node process each.",
         LAUNCH_FILE=info.launch_file,
+        LAUNCH_ROS="from launch_ros.actions import Node\n",
         NODES=nodes,
     )
 
 
 def composed_launch_py(info: PackageInfo) -> str:
-    """``launch/<pipeline>_composed.launch.py``: every node in one process, one executor."""
+    """``launch/<pipeline>_composed.launch.py``: every node a component of one
+    ``leapp_container``, on one executor, written out node by node."""
+    nodes = "".join(
+        f"            component({python_literal(node.name)}, spec_path),\n"
+        for node in info.plan.nodes
+    )
     return fill(
         _HEADER + _COMPOSED,
         **_common(info),
-        SUMMARY="Launch every node of a leapp pipeline in one leapp_container process.",
+        SUMMARY="Launch every node of a leapp pipeline as a component of one leapp_container.",
         LAUNCH_FILE=info.composed_launch_file,
+        LAUNCH_ROS="from launch_ros.actions import ComposableNodeContainer\n"
+        "from launch_ros.descriptions import ComposableNode\n",
+        NODES=nodes,
     )
 
 
@@ -81,8 +92,7 @@ from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
-
+@LAUNCH_ROS@
 PACKAGE = @PACKAGE_LITERAL@
 NAMESPACE = @NAMESPACE_LITERAL@
 SPEC_FILE = @SPEC_LITERAL@  # in share/<package>/export
@@ -141,22 +151,37 @@ def leapp_node(name: str, spec_path: str) -> Node:
 
 _COMPOSED = '''
 
+CONTAINER = "leapp_container"  # the container node: <namespace>/leapp_container
+
+
 def generate_launch_description() -> LaunchDescription:
-    """The launch arguments and one leapp_container process running every pipeline node."""
+    """The launch arguments and one component container loaded with every pipeline node."""
     share = get_package_share_directory(PACKAGE)
     spec_path = os.path.join(share, "export", SPEC_FILE)
-    container = Node(
+    container = ComposableNodeContainer(
         package="leapp_ros",
         executable="leapp_container",
-        arguments=[
-            spec_path,
-            "--namespace",
-            LaunchConfiguration("namespace"),
-            "--log-level",
-            LaunchConfiguration("log_level"),
-        ],
-        parameters=[LaunchConfiguration("params_file")],
+        name=CONTAINER,
+        namespace=LaunchConfiguration("namespace"),
+        composable_node_descriptions=[
+@NODES@        ],
+        arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level")],
         output="screen",
     )
     return LaunchDescription([*declare_arguments(share), container])
+
+
+def component(name: str, spec_path: str) -> ComposableNode:
+    """Pipeline node ``name`` as a component; launch_ros gives it the params file's "/**"
+    section and the one named after its full name, then spec_path and pipeline_node."""
+    return ComposableNode(
+        package="leapp_ros",
+        plugin="leapp_ros::PipelineNode",
+        name=name,
+        namespace=LaunchConfiguration("namespace"),
+        parameters=[
+            LaunchConfiguration("params_file"),
+            {"spec_path": spec_path, "pipeline_node": name},
+        ],
+    )
 '''
