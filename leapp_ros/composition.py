@@ -56,6 +56,7 @@ __all__ = [
     "ComponentContainer",
     "CompositionError",
     "composition_available",
+    "node_arguments",
 ]
 
 CONTAINER_NAME = "leapp_container"
