@@ -41,7 +41,6 @@ does nothing else while a model loads and warms up.
 
 from __future__ import annotations
 
-import array
 import os
 import traceback
 from collections.abc import Sequence
@@ -344,17 +343,13 @@ def _log_level(level: int) -> int | None:
 
 
 def _parameters(messages: Sequence[Any]) -> list[Any]:
-    """The request's parameters as rclpy Parameters; arrays as lists (rclpy gives numeric
-    arrays from a message as ``array.array``, the node's checks expect lists, as from
-    ``-p`` or a params file)."""
+    """The request's parameters as rclpy Parameters."""
     from rclpy.parameter import Parameter
 
     parameters = []
     for message in messages:
         try:
             parameter = Parameter.from_parameter_msg(message)
-            if isinstance(parameter.value, array.array):
-                parameter = Parameter(parameter.name, parameter.type_, list(parameter.value))
         except Exception as e:
             raise CompositionError(
                 f"parameter {message.name!r} has no usable value ({_one_line(e)}); give it a "
@@ -367,14 +362,14 @@ def _parameters(messages: Sequence[Any]) -> list[Any]:
 def _cpus_asked(parameters: Sequence[Any]) -> tuple[int, ...] | None:
     """The CPUs a request's ``cpu_affinity`` asks for, sorted; None when unset or not numbers
     (the node itself then says what is wrong with it)."""
+    from leapp_ros.settings import StartupError, whole_numbers
+
     values = [p.value for p in parameters if p.name == "cpu_affinity"]
-    value = values[-1] if values else None
-    numbers = [value] if isinstance(value, int) and not isinstance(value, bool) else value
-    if not isinstance(numbers, (list, tuple)) or not numbers:
+    try:
+        numbers = whole_numbers("cpu_affinity", values[-1] if values else None)
+    except StartupError:
         return None
-    if any(isinstance(n, bool) or not isinstance(n, int) for n in numbers):
-        return None
-    return tuple(sorted(set(numbers)))
+    return tuple(sorted(set(numbers))) or None
 
 
 def _affinity_of(node: Any) -> tuple[int, ...] | None:

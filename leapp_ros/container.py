@@ -100,7 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     def build(context: Any, nodes: list[Any]) -> None:
         _build(context, nodes, options, ros, serving)
 
-    return run_nodes(PROGRAM, [args[0] if args else PROGRAM, *ros], build)
+    argv0 = args[0] if args else PROGRAM
+    return run_nodes(PROGRAM, [argv0, *ros], build, whole_process=argv is None)
 
 
 def _build(

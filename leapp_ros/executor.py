@@ -60,6 +60,8 @@ def run_nodes(
     program: str,
     args: Sequence[str],
     build: Callable[[Any, list[Any]], None],
+    *,
+    whole_process: bool = False,
 ) -> int:
     """Run the nodes that ``build`` creates until SIGINT/SIGTERM; returns the exit code.
 
@@ -71,6 +73,13 @@ def run_nodes(
             ``nodes`` as soon as it exists (so those are destroyed even when a later one fails).
             It raises :class:`~leapp.errors.LeappError` (or an rclpy name or parameter error)
             for a startup problem.
+        whole_process: the nodes are this process's whole job (the executables' entry
+            points): once a stop signal arrived, further SIGINT / SIGTERM are ignored until the
+            process has exited. A terminal's Ctrl-C reaches ``ros2 launch`` and its children,
+            and launch then sends SIGINT again; without this, the second one could kill the
+            process with code -2 during interpreter shutdown (torch's takes about a second).
+            Leave it False when running inside another program (tests), whose handlers come
+            back.
 
     Returns:
         0 after a signal and a clean shutdown, 2 for a startup problem.
@@ -89,7 +98,7 @@ def run_nodes(
         return startup_failure(program, f"invalid ROS arguments: {e}")
     nodes: list[Any] = []
     try:
-        with _stop_signals() as stopped:
+        with _stop_signals(keep_ignoring=whole_process) as stopped:
             try:
                 build(context, nodes)
             except _startup_errors() as e:
@@ -121,9 +130,10 @@ def _startup_errors() -> tuple[type[BaseException], ...]:
 
 
 @contextmanager
-def _stop_signals() -> Iterator[list[int]]:
+def _stop_signals(keep_ignoring: bool = False) -> Iterator[list[int]]:
     """Within the block, SIGINT/SIGTERM append to the yielded list instead of interrupting;
-    the previous handlers come back afterwards."""
+    the previous handlers come back afterwards, or with ``keep_ignoring`` both are ignored
+    from then on."""
     received: list[int] = []
     previous = {}
     if threading.current_thread() is not threading.main_thread():
@@ -135,4 +145,4 @@ def _stop_signals() -> Iterator[list[int]]:
         yield received
     finally:
         for number, handler in previous.items():
-            signal.signal(number, handler)
+            signal.signal(number, signal.SIG_IGN if keep_ignoring else handler)

@@ -393,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def build(context: Any, nodes: list[Any]) -> None:
         nodes.append(PipelineNode(context=context))
 
-    return run_nodes(PROGRAM, args, build)
+    return run_nodes(PROGRAM, args, build, whole_process=argv is None)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ are applied to the plan's (:func:`firing_rule`), the first values of feedback an
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ __all__ = [
     "initial_values",
     "load_spec",
     "qos_profile",
+    "whole_numbers",
 ]
 
 
@@ -63,7 +64,7 @@ def declare_parameters(node: Any) -> dict[str, Any]:
             array = ParameterDescriptor(
                 description=description, read_only=True, dynamic_typing=True
             )
-            values[name] = _whole_numbers(name, node.declare_parameter(name, None, array).value)
+            values[name] = whole_numbers(name, node.declare_parameter(name, None, array).value)
             continue
         numeric = isinstance(default, float)
         whole = isinstance(default, int)
@@ -98,16 +99,18 @@ def _whole_number(name: str, value: Any) -> int:
     return value
 
 
-def _whole_numbers(name: str, value: Any) -> tuple[int, ...]:
+def whole_numbers(name: str, value: Any) -> tuple[int, ...]:
     """An integer array parameter's value: whole numbers >= 0; one number counts as a list of
     one, unset (None) as an empty list."""
     numbers = (value,) if isinstance(value, int) and not isinstance(value, bool) else value
     if numbers is None:
         return ()
-    if not isinstance(numbers, (list, tuple)) or any(
+    # a list or tuple from YAML / the command line, an array.array from a Parameter message
+    sequence = isinstance(numbers, Sequence) and not isinstance(numbers, (str, bytes))
+    if not sequence or any(
         isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in numbers
     ):
-        shown = list(numbers) if isinstance(numbers, (list, tuple)) else repr(numbers)
+        shown = list(numbers) if sequence else repr(numbers)
         raise StartupError(
             f"parameter {name} must be whole numbers >= 0 such as [0, 1], got {shown}"
         )

@@ -4,8 +4,10 @@ malformed messages, timer firing, stale inputs, startup errors and clean shutdow
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -508,6 +510,23 @@ class TestTimerAndStaleness:
         graph.probe.spin_until(
             lambda: latest["preprocess"]["state"] == "stopping", 5, "stopping status"
         )
+
+
+@pytest.mark.parametrize("module", ["leapp_ros.node", "leapp_ros.container"])
+def test_sigint_repeated_while_stopping_still_exits_0(seed, tmp_path, module):
+    """A terminal's Ctrl-C under ros2 launch reaches a node twice (from the terminal, then from
+    launch): the second SIGINT must not kill the process while it exits."""
+    one_node = module == "leapp_ros.node"
+    args = node_args(seed.path, "preprocess", SEED_NS) if one_node else [str(seed.path)]
+    with ros_graph(tmp_path, [(module, args)]) as (probe, processes, _):
+        process = processes[0]
+        nodes = ["preprocess"] if one_node else ["preprocess", "policy"]
+        probe.wait_ready(SEED_NS, nodes, check=exited(processes))
+        while process.running():  # SIGINT every 0.1 s until the process has ended
+            process.process.send_signal(signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.process.wait(0.1)
+        assert process.wait(15) == 0, process.output
 
 
 # --- startup problems -------------------------------------------------------------------------
