@@ -167,6 +167,13 @@ class PipelineNode(Node):
             if spec is None:
                 spec = load_spec(str(settings["spec_path"]))
             plan = make_plan(spec, namespace=self.get_namespace())
+            if self.pipeline_node not in {node.name for node in plan.nodes}:
+                raise StartupError(
+                    f"pipeline {plan.name!r} has no node {self.pipeline_node!r} (the ROS node "
+                    f"name, or parameter pipeline_node); its nodes are "
+                    f"{', '.join(node.name for node in plan.nodes)}: name one with "
+                    "-r __node:=<node> or -p pipeline_node:=<node>"
+                )
             self.plan = plan.node(self.pipeline_node)
             self.firing = firing_rule(self.plan, settings)
             from leapp.model import load_model

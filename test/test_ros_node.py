@@ -540,9 +540,9 @@ def test_missing_spec_exits_2_with_a_clear_message(tmp_path):
 
 def test_unknown_pipeline_node_exits_2_naming_the_nodes(seed):
     result = run_to_exit("leapp_ros.node", node_args(seed.path, "planner", "/x"))
-    assert "has no node 'planner'; its nodes are preprocess, policy" in startup_error_line(
-        result, "leapp_node"
-    )
+    line = startup_error_line(result, "leapp_node")
+    assert "has no node 'planner'" in line and "its nodes are preprocess, policy" in line
+    assert "-r __node:=<node> or -p pipeline_node:=<node>" in line
 
 
 def test_corrupted_model_file_exits_2_naming_the_file(seed, tmp_path):
