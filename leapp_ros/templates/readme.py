@@ -33,7 +33,7 @@ def readme_md(info: PackageInfo) -> str:
         ("export/", f"the export: {info.spec_file}, the models, examples"),
         (f"config/{info.params_file}", "node parameters: firing, rates, QoS (edit this)"),
         (f"launch/{info.launch_file}", "one process per node (leapp_node)"),
-        (f"launch/{info.composed_launch_file}", "every node in one process (leapp_container)"),
+        (f"launch/{info.composed_launch_file}", "all nodes as components of a leapp_container"),
         (f"test/{info.test_file}", "launch_testing test replaying the traced examples"),
         (".leapp_generated.json", "hashes of the generated files (see Regenerating)"),
     ]
