@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from leapp import annotate
-from leapp.array import TracedArray
+from leapp.compilation import GraphConfigs
 from leapp.errors import (
     ExportError,
     GraphError,
@@ -32,15 +32,16 @@ from leapp.errors import (
     TraceError,
     ValidationError,
 )
-from leapp.graph import format_graph
-from leapp.session import FrozenValueWarning, GraphConfigs, start, stop
-from leapp.tensor import TracedTensor
+from leapp.graph.listing import format_graph
+from leapp.session import start, stop
+from leapp.trace.array import TracedArray
+from leapp.trace.recorder import FrozenValueWarning
+from leapp.trace.tensor import TracedTensor
+from leapp.version import __version__ as __version__
 
 if TYPE_CHECKING:
     from leapp.compilation import CompiledPipeline
-    from leapp.runtime import Pipeline
-
-__version__ = "0.1.0"
+    from leapp.run.pipeline import Pipeline
 
 __all__ = [
     "ExportError",
@@ -96,7 +97,7 @@ def compile_graph(
 def __getattr__(name: str) -> Any:
     # The runtime pulls in onnxruntime; load it only when asked for.
     if name == "Pipeline":
-        from leapp.runtime import Pipeline
+        from leapp.run.pipeline import Pipeline
 
         return Pipeline
     if name == "spec":

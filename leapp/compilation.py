@@ -17,15 +17,29 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from leapp.edges import classify_inputs
 from leapp.errors import GraphError, SpecError
-from leapp.graph import ExportGraph, export_graph, recorded_graph
-from leapp.session import GraphConfigs, Session
-from leapp.trace import NodeTrace
+from leapp.graph.edges import classify_inputs
+from leapp.graph.node_graph import ExportGraph, export_graph, recorded_graph
+from leapp.trace.recorder import NodeTrace
+from leapp.trace.recording import Recording
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CompiledPipeline", "compile_session"]
+__all__ = ["CompiledPipeline", "GraphConfigs", "compile_session"]
+
+
+@dataclass(frozen=True)
+class GraphConfigs:
+    """Pipeline-level settings written to ``pipeline.configs`` (``frequency`` in Hz)."""
+
+    frequency: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        values: dict[str, Any] = dict(self.extra)
+        if self.frequency is not None:
+            values["frequency"] = self.frequency
+        return values
 
 
 @dataclass(frozen=True)
@@ -34,7 +48,7 @@ class CompiledPipeline:
 
     spec: Any  # leapp.spec.Spec
     graphs: Mapping[str, fx.GraphModule]  # as recorded (pruned), for reading
-    report: Any = None  # leapp.validation.ValidationReport, when validated
+    report: Any = None  # leapp.run.validation.ValidationReport, when validated
     timings: Mapping[str, float] = field(default_factory=dict)
 
     @property
@@ -43,7 +57,7 @@ class CompiledPipeline:
 
 
 def compile_session(
-    session: Session,
+    recording: Recording,
     *,
     validate: bool,
     rtol: float,
@@ -51,21 +65,21 @@ def compile_session(
     strict: bool,
     graph_configs: GraphConfigs | Mapping[str, Any] | None,
 ) -> CompiledPipeline:
-    from leapp import examples as example_file
     from leapp import spec as spec_module
     from leapp.export import export_node
+    from leapp.spec import examples as example_file
 
     started = time.perf_counter()
-    if not session.order:
+    if not recording.order:
         raise GraphError(
-            f"pipeline {session.name!r} recorded no nodes: annotate at least one node between "
+            f"pipeline {recording.name!r} recorded no nodes: annotate at least one node between "
             "leapp.start() and leapp.stop()."
         )
-    directory = session.save_path / session.name
+    directory = recording.save_path / recording.name
     directory.mkdir(parents=True, exist_ok=True)
-    _remove_previous_export(directory, session.name)
+    _remove_previous_export(directory, recording.name)
 
-    firsts = {node: session.runs[node][0] for node in session.order}
+    firsts = {node: recording.runs[node][0] for node in recording.order}
     graphs = {node: export_graph(trace) for node, trace in firsts.items()}
     models, timings = [], {}
     for node, trace in firsts.items():
@@ -84,26 +98,26 @@ def compile_session(
         logger.info("node %r: exported with %s in %.3f s", node, artifact.backend, timings[node])
         models.append(_model_spec(spec_module, trace, prepared, artifact, directory))
 
-    pipeline = _pipeline_spec(spec_module, session, firsts, graphs, graph_configs)
+    pipeline = _pipeline_spec(spec_module, recording, firsts, graphs, graph_configs)
     samples = {
-        node: [_sample(example_file, run, graphs[node]) for run in session.runs[node]]
-        for node in session.order
+        node: [_sample(example_file, run, graphs[node]) for run in recording.runs[node]]
+        for node in recording.order
     }
     example_file.save_examples(directory / pipeline.examples, samples)
     if pipeline.initial_values:
         _save_initial_values(directory, pipeline, firsts)
     spec = spec_module.Spec(
-        name=session.name,
+        name=recording.name,
         models=tuple(models),
         pipeline=pipeline,
         system=spec_module.system_information(),
     )
-    spec = spec_module.dump(spec, directory / f"{session.name}.yaml")
+    spec = spec_module.dump(spec, directory / f"{recording.name}.yaml")
     timings["export"] = time.perf_counter() - started
 
     report = None
     if validate:
-        from leapp.validation import validate_export
+        from leapp.run.validation import validate_export
 
         report = validate_export(spec, rtol=rtol, atol=atol)
         if strict:
@@ -141,12 +155,12 @@ def _port(spec_module, name: str, example: torch.Tensor):
     )
 
 
-def _pipeline_spec(spec_module, session, firsts, graphs, graph_configs):
+def _pipeline_spec(spec_module, recording, firsts, graphs, graph_configs):
     data_flow: dict[str, list[str]] = {}
     feedback_flow: dict[str, list[str]] = {}
     inputs: dict[str, list[str]] = {}
     consumed: set[str] = set()
-    feeds = classify_inputs(session)
+    feeds = classify_inputs(recording)
     for node, trace in firsts.items():
         for port in graphs[node].inputs:
             feed = feeds[node][port]
@@ -170,8 +184,8 @@ def _pipeline_spec(spec_module, session, firsts, graphs, graph_configs):
         feedback_flow={k: tuple(v) for k, v in feedback_flow.items()},
         inputs={k: tuple(v) for k, v in inputs.items()},
         outputs={k: tuple(v) for k, v in outputs.items() if v},
-        initial_values=f"{session.name}_initial_values.safetensors" if feedback_flow else None,
-        examples=f"{session.name}_examples.safetensors",
+        initial_values=f"{recording.name}_initial_values.safetensors" if feedback_flow else None,
+        examples=f"{recording.name}_examples.safetensors",
         configs=configs,
     )
 

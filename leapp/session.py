@@ -1,304 +1,42 @@
-"""The tracing session: which nodes ran, in which order, with which inputs and outputs.
+"""The tracing session: ``leapp.start``, ``leapp.stop`` and the recording annotations use.
 
-``leapp.start`` makes a :class:`Session` the active one; the annotations record into it;
-``leapp.stop`` ends recording; ``leapp.compile_graph`` turns it into an export folder. Outside a
-session the annotations are pass-through no-ops, so annotated code runs untouched in production.
+``leapp.start`` makes a new :class:`~leapp.trace.recording.Recording` the active one and installs
+the NumPy/torch crossing patches; the annotations record into it; ``leapp.stop`` ends it;
+``leapp.compile_graph`` takes it (:func:`take_stopped`) and turns it into an export folder.
+Outside a session the annotations are pass-through no-ops, so annotated code runs untouched in
+production.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-import numpy as np
-import torch
-
-from leapp import crossing
-from leapp.array import port_tensor, port_tensors
-from leapp.errors import ExportError, GraphError, SessionError, TraceError
-from leapp.location import user_location
-from leapp.tensor import TracedTensor
-from leapp.trace import NodeTrace, PortSource
+from leapp.errors import SessionError
+from leapp.trace import crossing
+from leapp.trace.recording import Recording
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FrozenValueWarning", "GraphConfigs", "Session", "active_session"]
+__all__ = ["active_session", "start", "stop", "take_stopped"]
 
-BACKENDS = ("jit", "onnx", "pt2", None)
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-
-
-class FrozenValueWarning(UserWarning):
-    """A traced value was turned into a Python constant because the session allows it."""
+_active: Recording | None = None
 
 
-@dataclass(frozen=True)
-class GraphConfigs:
-    """Pipeline-level settings written to ``pipeline.configs`` (``frequency`` in Hz)."""
-
-    frequency: float | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        values: dict[str, Any] = dict(self.extra)
-        if self.frequency is not None:
-            values["frequency"] = self.frequency
-        return values
-
-
-class Session:
-    """One recording, from ``leapp.start`` to ``leapp.compile_graph``."""
-
-    def __init__(self, name: str, save_path: str | os.PathLike, freeze_python_values: bool):
-        _check_name("pipeline", name)
-        self.name = name
-        self.save_path = Path(save_path)
-        self.freeze_python_values = freeze_python_values
-        self.recording = True
-        self.runs: dict[str, list[NodeTrace]] = {}
-        self.order: list[str] = []  # nodes in the order their first run closed
-        self.open: dict[str, NodeTrace] = {}
-
-    # ------------------------------------------------------------------------- inputs
-    def input_tensors(
-        self, node: str, tensors: Mapping[str, Any], *, state: bool = False
-    ) -> tuple[TracedTensor, ...]:
-        trace = self.open.get(node)
-        if trace is None:
-            _check_name("node", node)
-            runs = self.runs.setdefault(node, [])
-            trace = NodeTrace(self, node, len(runs), user_location())
-            self.open[node] = trace
-        traced = []
-        for port, value in tensors.items():
-            _check_name(f"input of node {node!r}", port)
-            if port in trace.inputs:
-                raise GraphError(
-                    f"node {node!r}: input {port!r} is declared twice (again at "
-                    f"{user_location()}); give each input of a node its own name."
-                )
-            if not isinstance(value, (torch.Tensor, np.ndarray)):
-                raise TraceError(
-                    f"node {node!r}: input {port!r} at {user_location()} is a "
-                    f"{type(value).__name__}, not a torch.Tensor or np.ndarray; convert it with "
-                    "torch.as_tensor(...) or np.asarray(...) before annotate.input_tensors."
-                )
-            source = self._source(trace, port, port_tensor(value))
-            traced.append(trace.add_input(port, value, source))
-            if state:
-                trace.state_ports.append(port)
-        return tuple(traced)
-
-    def update_state(self, node: str, tensors: Mapping[str, Any]) -> None:
-        tensors = port_tensors(tensors)  # traced NumPy arrays as their torch values
-        trace = self.open.get(node)
-        where = user_location()
-        if trace is None:
-            raise SessionError(
-                f"annotate.update_state({node!r}) at {where}: node {node!r} is not open. Call "
-                f"annotate.state_tensors({node!r}, {{...}}) first, and update_state before "
-                "annotate.output_tensors closes the node."
-            )
-        for port, value in tensors.items():
-            if port not in trace.state_ports:
-                raise GraphError(
-                    f"node {node!r}: update_state at {where} names {port!r}, which is not a "
-                    f"state of the node (states: {trace.state_ports}); declare it with "
-                    f"annotate.state_tensors({node!r}, {{{port!r}: initial}})."
-                )
-            if port in trace.state_updates:
-                raise GraphError(
-                    f"node {node!r}: state {port!r} is updated twice (again at {where})."
-                )
-            trace.state_updates[port] = (
-                self._output_node(trace, port, value, False, where),
-                value,
-            )
-
-    def _source(self, trace: NodeTrace, port: str, value: torch.Tensor) -> PortSource | None:
-        """The published output ``value`` came from, or None for an external input."""
-        owner = getattr(value, "_leapp_trace", None) if isinstance(value, TracedTensor) else None
-        if owner is None or owner.session is not self:
-            return None
-        where = user_location()
-        if owner is trace:
-            raise TraceError(
-                f"node {trace.node!r}: input {port!r} at {where} is a value computed by the "
-                "node itself; inputs come from outside the node."
-            )
-        if not owner.closed:
-            raise TraceError(
-                f"node {trace.node!r}: input {port!r} at {where} is a value of node "
-                f"{owner.node!r}, which is still open. Close it with "
-                f"annotate.output_tensors({owner.node!r}, ...) and pass the published output."
-            )
-        for name, published in owner.output_values.items():
-            if published is value or owner.outputs[name] is value._leapp_node:
-                return PortSource(owner.node, name, owner.run)
-        raise TraceError(
-            f"node {trace.node!r}: input {port!r} at {where} was computed inside node "
-            f"{owner.node!r} but is not one of its published outputs; add it to "
-            f"annotate.output_tensors({owner.node!r}, {{...}})."
-        )
-
-    # ------------------------------------------------------------------------ outputs
-    def output_tensors(
-        self,
-        node: str,
-        tensors: Mapping[str, Any],
-        export_with: Any,
-        static_outputs: Mapping[str, torch.Tensor] | Iterable[str] | None,
-    ) -> None:
-        tensors = port_tensors(tensors)  # traced NumPy arrays as their torch values
-        trace = self.open.get(node)
-        where = user_location()
-        if trace is None:
-            raise SessionError(
-                f"annotate.output_tensors({node!r}) at {where}: node {node!r} is not open. "
-                f"Call annotate.input_tensors({node!r}, {{...}}) first."
-            )
-        export_with = _check_backend(node, export_with)
-        constants, allowed_constant = _static(static_outputs)
-        constants = port_tensors(constants)
-        missing = [port for port in trace.state_ports if port not in trace.state_updates]
-        if missing:
-            raise GraphError(
-                f"node {node!r}: state {missing} declared with annotate.state_tensors is never "
-                f"updated; call annotate.update_state({node!r}, {{...}}) before "
-                f"annotate.output_tensors at {where}."
-            )
-        nodes: dict[str, Any] = {}
-        values: dict[str, Any] = {}
-        states = {port: value for port, (_, value) in trace.state_updates.items()}
-        # Ports in spec order: the outputs, then the updated states, then static outputs.
-        for port, value in [*tensors.items(), *states.items(), *constants.items()]:
-            _check_name(f"output of node {node!r}", port)
-            if port in nodes:
-                raise GraphError(
-                    f"node {node!r}: output {port!r} is declared twice at {where}; give each "
-                    "output of a node its own name."
-                )
-            if port in trace.state_updates:
-                nodes[port] = trace.state_updates[port][0]
-            else:
-                allowed = port in allowed_constant
-                nodes[port] = self._output_node(trace, port, value, allowed, where)
-            values[port] = value
-        if not nodes:
-            raise GraphError(f"node {node!r} at {where} declares no outputs.")
-        trace.close(nodes, values, export_with)
-        del self.open[node]
-        runs = self.runs[node]
-        if runs:
-            _check_same_structure(runs[0], trace)
-        else:
-            self.order.append(node)
-        runs.append(trace)
-
-    def _output_node(self, trace, port, value, constant_allowed, where):
-        if isinstance(value, TracedTensor) and value._leapp_trace is trace:
-            return value._leapp_node
-        if isinstance(value, TracedTensor) and value._leapp_trace is not None:
-            raise TraceError(
-                f"node {trace.node!r}: output {port!r} at {where} was traced by node "
-                f"{value._leapp_trace.node!r}, not by {trace.node!r}. Pass it into "
-                f"{trace.node!r} with annotate.input_tensors first."
-            )
-        if isinstance(value, torch.Tensor) and constant_allowed:
-            return trace.constant(value)
-        raise TraceError(
-            f"node {trace.node!r}: output {port!r} at {where} was not computed from the "
-            f"node's traced inputs (got a plain {type(value).__name__}). Compute it from the "
-            "values annotate.input_tensors returned, or declare a constant output with "
-            f"static_outputs={{{port!r}: tensor}}."
-        )
-
-    # ------------------------------------------------------------------------ the end
-    def stop(self) -> None:
-        self.recording = False
-        crossing.deactivate()
-        if self.open:
-            where = ", ".join(f"{t.node!r} (opened at {t.location})" for t in self.open.values())
-            for trace in self.open.values():
-                trace.release_adopted()
-            raise SessionError(
-                f"leapp.stop(): node(s) {where} never closed. Call "
-                "annotate.output_tensors(<node>, {...}) for every node you open."
-            )
-
-
-def _check_name(what: str, name: Any) -> None:
-    if not isinstance(name, str) or not _NAME.match(name):
-        suggestion = re.sub(r"[^A-Za-z0-9_]", "_", str(name)).strip("_") or "name"
-        if not suggestion[0].isalpha():
-            suggestion = f"n_{suggestion}"
-        raise GraphError(
-            f"{what} name {name!r} is not valid: use letters, digits and underscores, starting "
-            f"with a letter (e.g. {suggestion!r}); names become file names, ONNX port names and "
-            "ROS topic names."
-        )
-
-
-def _check_backend(node: str, export_with: Any) -> Any:
-    if export_with in BACKENDS:
-        return export_with
-    if isinstance(export_with, (str, os.PathLike)) and Path(export_with).is_file():
-        return Path(export_with).resolve()
-    raise ExportError(
-        f"node {node!r}: export_with={export_with!r} is neither a backend ('jit', 'onnx', "
-        "'pt2', None) nor the path of an existing artifact file. Pick one of those."
-    )
-
-
-def _static(static_outputs: Any) -> tuple[dict[str, torch.Tensor], set[str]]:
-    if static_outputs is None:
-        return {}, set()
-    if isinstance(static_outputs, Mapping):
-        return dict(static_outputs), set(static_outputs)
-    return {}, set(static_outputs)
-
-
-def _check_same_structure(first: NodeTrace, again: NodeTrace) -> None:
-    """A node that runs again must record the same graph; otherwise the names collide."""
-
-    def signature(trace: NodeTrace):
-        ops = [(n.op, str(n.target)) for n in trace.graph.nodes if n.op != "get_attr"]
-        ports = [(k, tuple(v.shape), v.dtype) for k, v in trace.input_examples.items()]
-        outs = [(k, tuple(v.shape), v.dtype) for k, v in trace.output_examples.items()]
-        return ops, ports, outs
-
-    if signature(first) != signature(again):
-        raise GraphError(
-            f"node {first.node!r} ran again at {again.location} but recorded a different graph "
-            f"or different ports than its first run at {first.location}. If these are two "
-            "different nodes, give them different names; if it is one node, its Python control "
-            "flow or input shapes changed between runs, which one exported graph cannot "
-            "represent."
-        )
-
-
-_active: Session | None = None
-
-
-def active_session() -> Session | None:
-    """The session annotations record into, or None outside ``leapp.start``/``leapp.stop``."""
-    return _active if _active is not None and _active.recording else None
+def active_session() -> Recording | None:
+    """The recording annotations write into, or None outside ``leapp.start``/``leapp.stop``."""
+    return _active if _active is not None and _active.active else None
 
 
 def start(name: str, save_path: str | os.PathLike = ".", *, freeze_python_values: bool = False):
     """Begin recording pipeline ``name``; the export goes to ``<save_path>/<name>/``."""
     global _active
-    if _active is not None and _active.recording:
+    if _active is not None and _active.active:
         raise SessionError(
             f"leapp.start({name!r}): session {_active.name!r} is still recording; call "
             "leapp.stop() (and leapp.compile_graph()) first."
         )
-    _active = Session(name, save_path, freeze_python_values)
+    _active = Recording(name, save_path, freeze_python_values)
     crossing.activate()
     logger.info("recording pipeline %r", name)
     return _active
@@ -306,23 +44,23 @@ def start(name: str, save_path: str | os.PathLike = ".", *, freeze_python_values
 
 def stop() -> None:
     """End recording. Annotations are no-ops again afterwards."""
-    if _active is None or not _active.recording:
+    if _active is None or not _active.active:
         raise SessionError("leapp.stop(): no session is recording; call leapp.start() first.")
     _active.stop()
 
 
-def take_stopped() -> Session:
-    """The stopped session, for ``compile_graph``; it is forgotten afterwards."""
+def take_stopped() -> Recording:
+    """The stopped recording, for ``compile_graph``; it is forgotten afterwards."""
     global _active
     if _active is None:
         raise SessionError(
             "leapp.compile_graph(): there is no session; call leapp.start(), run the annotated "
             "code, then leapp.stop()."
         )
-    if _active.recording:
+    if _active.active:
         raise SessionError(
             f"leapp.compile_graph(): session {_active.name!r} is still recording; call "
             "leapp.stop() first."
         )
-    session, _active = _active, None
-    return session
+    recording, _active = _active, None
+    return recording

@@ -176,7 +176,7 @@ class PipelineNode(Node):
                 )
             self.plan = plan.node(self.pipeline_node)
             self.firing = firing_rule(self.plan, settings)
-            from leapp.model import load_model
+            from leapp.run.model import load_model
 
             self._model = load_model(spec, self.pipeline_node)
             initial = initial_values(plan.initial_values, self.plan)

@@ -184,7 +184,7 @@ def ticks(spec: Spec) -> list[Tick]:
             file, or the nodes ran different numbers of times while tracing.
         SpecError: the examples file is missing or unreadable.
     """
-    from leapp.examples import load_examples
+    from leapp.spec.examples import load_examples
 
     plan = make_plan(spec)
     timed = [node.name for node in plan.nodes if not any(i.triggers for i in node.inputs)]
@@ -297,7 +297,7 @@ def verify(
 def _compare(
     published: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float, index: int
 ) -> tuple[float, str | None]:
-    from leapp.validation import compare
+    from leapp.run.validation import compare
 
     difference, detail = compare(published, expected, rtol=rtol, atol=atol)
     if detail is None:

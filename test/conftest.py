@@ -87,7 +87,7 @@ def assert_matches_eager(
     atol: float = 1e-5,
 ):
     """Run the exported artifact of ``node`` and eager ``fn`` on fresh inputs; they must agree."""
-    from leapp.model import load_model
+    from leapp.run.model import load_model
 
     model = load_model(compiled.spec, node)
     ports = [p.name for p in compiled.spec.model(node).inputs]

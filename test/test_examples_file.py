@@ -1,4 +1,4 @@
-"""Rules of leapp.examples: the <name>_examples.safetensors file."""
+"""Rules of leapp.spec.examples: the <name>_examples.safetensors file."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from leapp.errors import SpecError
-from leapp.examples import NodeSample, load_examples, save_examples
+from leapp.spec.examples import NodeSample, load_examples, save_examples
 
 
 def file_keys(path) -> list[str]:

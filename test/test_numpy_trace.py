@@ -15,9 +15,9 @@ from conftest import FRESH_SAMPLES, export_function
 
 import leapp
 from leapp import annotate
-from leapp.array import TracedArray
 from leapp.errors import TraceError
-from leapp.tensor import TracedTensor
+from leapp.trace.array import TracedArray
+from leapp.trace.tensor import TracedTensor
 
 HERE = re.escape(Path(__file__).name)
 RNG = np.random.default_rng(0)
@@ -39,7 +39,7 @@ def export_numpy(tmp_path, fn, inputs, backend, node="node"):
 
 def assert_matches_numpy(compiled, fn, make_inputs, node="node", atol=1e-5):
     """The artifact and eager NumPy agree (values and dtypes) on fresh inputs."""
-    from leapp.model import load_model
+    from leapp.run.model import load_model
 
     model = load_model(compiled.spec, node)
     ports = [p.name for p in compiled.spec.model(node).inputs]
@@ -405,9 +405,9 @@ def test_freezing_an_unsupported_numpy_result_needs_the_opt_in_and_warns(tmp_pat
 
 
 def test_torch_equivalent_that_disagrees_with_numpy_raises(tmp_path, monkeypatch):
-    from leapp import numpy_ufuncs
+    from leapp.numpy import ufuncs
 
-    monkeypatch.setitem(numpy_ufuncs.UFUNCS, np.sin, torch.cos)
+    monkeypatch.setitem(ufuncs.UFUNCS, np.sin, torch.cos)
     leapp.start("p", save_path=tmp_path)
     x = annotate.input_tensors("a", {"x": np.linspace(0.1, 1, 4)})
     with pytest.raises(TraceError, match=r"numpy\.sin at .* computed values that differ"):

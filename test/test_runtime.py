@@ -11,8 +11,8 @@ from conftest import export_module
 
 from leapp import spec as spec_file
 from leapp.errors import PipelineError, SpecError
-from leapp.model import load_model
-from leapp.runtime import Pipeline
+from leapp.run.model import load_model
+from leapp.run.pipeline import Pipeline
 
 SAMPLES = 50
 

@@ -8,7 +8,7 @@ import torch
 
 import leapp
 from leapp import annotate
-from leapp.model import load_model
+from leapp.run.model import load_model
 
 torch.manual_seed(1)
 ENCODER = torch.nn.Sequential(torch.nn.Linear(7, 16), torch.nn.ReLU(), torch.nn.LayerNorm(16))

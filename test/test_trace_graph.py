@@ -12,7 +12,7 @@ import yaml
 
 import leapp
 from leapp import annotate
-from leapp.examples import load_examples
+from leapp.spec.examples import load_examples
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import torch_pipeline

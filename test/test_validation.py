@@ -11,9 +11,9 @@ import torch.fx
 
 from leapp import spec as spec_file
 from leapp.errors import ValidationError
-from leapp.examples import NodeSample, save_examples
 from leapp.export import export_node
-from leapp.validation import compare, validate_export
+from leapp.run.validation import compare, validate_export
+from leapp.spec.examples import NodeSample, save_examples
 
 SAMPLES = 50
 

@@ -132,7 +132,7 @@ class Replay:
     def __init__(self):
         import leapp.spec
         import rclpy
-        from leapp.examples import load_examples
+        from leapp.spec.examples import load_examples
         from leapp_ros.plan import STATUS_TOPIC, make_plan
         from rclpy.context import Context
         from rclpy.executors import SingleThreadedExecutor

@@ -10,7 +10,7 @@ import torch
 
 _SKIPPED = tuple(
     os.path.dirname(os.path.abspath(module.__file__)) + os.sep
-    for module in (sys.modules[__package__], torch, numpy)
+    for module in (sys.modules[__name__.partition(".")[0]], torch, numpy)  # all of leapp
 )
 
 

@@ -1,11 +1,11 @@
 """Validation: prove that every exported artifact reproduces the traced values.
 
-:func:`validate_export` loads each node's artifact with :func:`leapp.model.load_model`, feeds
+:func:`validate_export` loads each node's artifact with :func:`leapp.run.model.load_model`, feeds
 it every input captured while tracing (``<name>_examples.safetensors``) and compares each output
 with the value eager PyTorch produced then::
 
     from leapp import spec
-    from leapp.validation import validate_export
+    from leapp.run.validation import validate_export
 
     report = validate_export(spec.load("exports/torch_pipeline"), rtol=1e-3, atol=1e-5)
     report.raise_for_failures()   # ValidationError naming node, output, sample, difference
@@ -106,8 +106,8 @@ def validate_export(spec: Spec, *, rtol: float = 1e-3, atol: float = 1e-5) -> Va
         SpecError: the examples file is missing or unreadable.
         PipelineError: an artifact cannot be loaded.
     """
-    from leapp.examples import load_examples
-    from leapp.model import load_model
+    from leapp.run.model import load_model
+    from leapp.spec.examples import load_examples
 
     if spec.pipeline.examples is None:
         raise ValidationError(

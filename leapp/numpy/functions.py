@@ -1,15 +1,16 @@
-"""The table of NumPy calls and their torch equivalents.
+"""The function half of the NumPy -> torch table: ``__array_function__`` calls.
 
-Each entry is a small function with NumPy's signature that computes the same result with torch
-operations. It receives the call's arguments as torch values (the TracedTensors of traced arrays,
-constant tensors for plain arrays, Python scalars as they are) and its torch calls are recorded
-into the node's graph. :mod:`leapp.numpy_trace` checks every result against NumPy's (dtype and
+Each entry of :data:`FUNCTIONS` is a small function with NumPy's signature that computes the
+same result with torch operations (``np.sum``, ``np.concatenate``, ``np.einsum``...). It
+receives the call's arguments as torch values (the TracedTensors of traced arrays, constant
+tensors for plain arrays, Python scalars as they are) and its torch calls are recorded into the
+node's graph. :mod:`leapp.trace.numpy_recorder` checks every result against NumPy's (dtype and
 values), so an entry only has to get the semantics right, not the bookkeeping.
 
-The table has three parts: :data:`FUNCTIONS` here (``__array_function__`` functions such as
-``np.sum``, ``np.concatenate``, ``np.einsum``), :data:`leapp.numpy_ufuncs.UFUNCS` (ufuncs,
-operators, ``ufunc.reduce``) and :mod:`leapp.numpy_index` (indexing and item assignment). The
-helpers below (:func:`tensor_of`, :func:`promote`, :func:`operand`...) are shared by all three.
+The other parts of the table are :data:`leapp.numpy.ufuncs.UFUNCS` (ufuncs, operators,
+``ufunc.reduce``) and :mod:`leapp.trace.indexing` (indexing and item assignment); all of them
+use the helpers of :mod:`leapp.numpy.operands` (:func:`~leapp.numpy.operands.tensor_of`,
+:func:`~leapp.numpy.operands.promote`, :func:`~leapp.numpy.operands.operand`...).
 :data:`METADATA` functions read only structure and run unrecorded; :data:`PYTHON_VALUES`
 functions turn traced data into one Python value and are refused like ``bool()``.
 
@@ -25,79 +26,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from leapp.array import constant_tensor, numpy_dtype, torch_dtype
+from leapp.numpy.operands import (
+    NO_VALUE,
+    UnsupportedFormError,
+    cast,
+    numpy_dtype,
+    operand,
+    promote,
+    reject,
+    tensor_of,
+    torch_dtype,
+)
 
-__all__ = [
-    "FUNCTIONS",
-    "METADATA",
-    "NO_VALUE",
-    "PYTHON_VALUES",
-    "UnsupportedFormError",
-    "cast",
-    "operand",
-    "promote",
-    "reduce_axes",
-    "reject",
-    "tensor_of",
-]
-
-NO_VALUE = np._NoValue
-
-
-class UnsupportedFormError(Exception):
-    """A form or argument of a supported NumPy call that has no torch equivalent."""
-
-
-def reject(**arguments: Any) -> None:
-    """Raise for NumPy arguments given a value other than their no-op default."""
-    for name, value in arguments.items():
-        if value is not None and value is not NO_VALUE and value is not True:
-            raise UnsupportedFormError(f"the argument {name}= is not supported")
-
-
-def tensor_of(value: Any, dtype: Any = None) -> torch.Tensor:
-    """``value`` as a tensor: tensors as they are, sequences holding tensors stacked (as NumPy
-    would build the array), anything else a constant."""
-    if isinstance(value, torch.Tensor):
-        return value if dtype is None else cast(value, dtype)
-    if isinstance(value, (list, tuple)) and any(
-        isinstance(v, (torch.Tensor, list, tuple)) for v in value
-    ):
-        items = [tensor_of(v) for v in value]
-        common = promote(*items) if dtype is None else np.dtype(dtype)
-        return torch.stack([cast(item, common) for item in items])
-    return constant_tensor(np.asarray(value, dtype=dtype))
-
-
-def cast(x: torch.Tensor, dtype: Any) -> torch.Tensor:
-    """``x`` as ``dtype`` (a NumPy dtype): a cast node only when the dtype differs."""
-    if dtype is None:
-        return x
-    target = torch_dtype(dtype)
-    return x if x.dtype == target else x.to(target)
-
-
-def promote(*values: Any) -> np.dtype:
-    """NumPy's result dtype for ``values`` (tensors are strong, Python scalars weak)."""
-
-    def kind(value):
-        if isinstance(value, torch.Tensor):
-            return numpy_dtype(value.dtype)
-        if isinstance(value, (bool, int, float, complex, np.dtype)):
-            return value
-        return np.asarray(value).dtype
-
-    return np.result_type(*[kind(v) for v in values if v is not None])
-
-
-def operand(value: Any, dtype: np.dtype, literal: bool = True) -> Any:
-    """``value`` cast to ``dtype``: tensors by a cast node, scalars in Python."""
-    if isinstance(value, torch.Tensor):
-        return cast(value, dtype)
-    if isinstance(value, (bool, int, float, complex)):
-        scalar = np.asarray(value, dtype=dtype).item()
-        return scalar if literal else torch.tensor(scalar, dtype=torch_dtype(dtype))
-    return tensor_of(value, dtype)
+__all__ = ["FUNCTIONS", "METADATA", "PYTHON_VALUES", "reduce_axes"]
 
 
 def _floating(x: torch.Tensor) -> torch.Tensor:

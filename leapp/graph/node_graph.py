@@ -1,7 +1,8 @@
-"""From a recorded node trace to the graph that gets exported, and how graphs are printed.
+"""From a recorded node trace to the graph that gets exported.
 
 - :func:`recorded_graph` is the graph as recorded (dead code pruned when that is safe), for
-  people to read: it prints like the listing in the seed document.
+  people to read: it prints like the listing in the seed document
+  (:func:`leapp.graph.listing.format_graph`).
 - :func:`export_graph` is what the exporters receive: a pure GraphModule (in-place operations
   functionalized), dead code pruned, unused inputs dropped, placeholders named after the ports.
 """
@@ -11,17 +12,15 @@ from __future__ import annotations
 import logging
 import operator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.fx as fx
 
-from leapp.operation import qualified_name
-from leapp.trace import NodeTrace
+from leapp.trace.recorder import NodeTrace
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ExportGraph", "export_graph", "format_graph", "recorded_graph"]
+__all__ = ["ExportGraph", "export_graph", "recorded_graph"]
 
 
 @dataclass(frozen=True)
@@ -202,41 +201,3 @@ def _lift_constants(module: fx.GraphModule) -> tuple[fx.GraphModule, list[torch.
         node.replace_all_uses_with(lifted)
         graph.erase_node(node)
     return fx.GraphModule(torch.nn.Module(), graph), constants
-
-
-def format_graph(graph: fx.Graph | fx.GraphModule) -> str:
-    """Print ``graph`` one node per line, aligned, as in the seed document's listing."""
-    if isinstance(graph, fx.GraphModule):
-        graph = graph.graph
-    nodes = list(graph.nodes)
-    width = max((len(n.name) + 1 for n in nodes if n.op != "output"), default=0)
-    lines = []
-    for node in nodes:
-        if node.op == "output":
-            lines.append(f"return {_format_arg(node.args[0], bare=True)}")
-            continue
-        left = f"%{node.name}".ljust(width)
-        target = node.target if isinstance(node.target, str) else qualified_name(node.target)
-        line = f"{left} = {node.op}[target={target}]"
-        if node.op in ("call_function", "call_method", "call_module"):
-            line += f"(args = {_format_arg(tuple(node.args))}"
-            if node.kwargs:
-                line += f", kwargs = {_format_arg(dict(node.kwargs))}"
-            line += ")"
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def _format_arg(value: Any, bare: bool = False) -> str:
-    if isinstance(value, fx.Node):
-        return value.name if bare else f"%{value.name}"
-    if isinstance(value, tuple):
-        items = [_format_arg(v, bare) for v in value]
-        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
-    if isinstance(value, list):
-        return f"[{', '.join(_format_arg(v, bare) for v in value)}]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_format_arg(v, bare)}" for k, v in value.items()) + "}"
-    if value is operator.getitem:
-        return "operator.getitem"
-    return repr(value)

@@ -18,8 +18,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from leapp.array import TracedArray, constant_tensor, numpy_dtype
-from leapp.numpy_ops import UnsupportedFormError, cast, tensor_of
+from leapp.numpy.operands import (
+    UnsupportedFormError,
+    cast,
+    constant_tensor,
+    numpy_dtype,
+    tensor_of,
+)
+from leapp.trace.array import TracedArray
 
 __all__ = ["assign", "index", "normalize_key", "propagate"]
 

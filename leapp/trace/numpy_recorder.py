@@ -1,12 +1,12 @@
 """Recording NumPy calls on TracedArrays as their torch equivalents.
 
-Every NumPy call that reaches a :class:`~leapp.array.TracedArray` goes through :func:`run`:
+Every NumPy call that reaches a :class:`~leapp.trace.array.TracedArray` goes through :func:`run`:
 
 1. the call runs eagerly with NumPy on plain views of its arguments, so the user's program sees
    exactly what NumPy computes;
-2. its torch equivalent from :mod:`leapp.numpy_ops` is applied to the torch views of the same
+2. its torch equivalent from :mod:`leapp.numpy` is applied to the torch views of the same
    arguments (TracedTensors on the same graph nodes), which records it into the node's graph
-   through the ordinary torch recorder (:func:`leapp.trace.dispatch`);
+   through the ordinary torch recorder (:func:`leapp.trace.recorder.dispatch`);
 3. the torch result is checked against NumPy's: a cast node is added when torch's dtype
    promotion differs from NumPy's, and values that disagree raise a :class:`TraceError`;
 4. NumPy's result comes back as a TracedArray on the torch result's node.
@@ -26,21 +26,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from leapp import numpy_index, numpy_ops, numpy_ufuncs
-from leapp.array import (
-    TracedArray,
-    constant_tensor,
-    live_arrays,
-    rebind,
-    tensor_view,
-    torch_dtype,
-    wrap_array,
-)
 from leapp.errors import LeappError, TraceError
-from leapp.location import user_location
-from leapp.operation import NUMBER_HINT, Operation
-from leapp.tensor import TracedTensor, wrap
-from leapp.trace import NodeTrace, owning_trace, python_value_of
+from leapp.numpy import functions, ufuncs
+from leapp.numpy.operands import UnsupportedFormError, constant_tensor, torch_dtype
+from leapp.trace import indexing
+from leapp.trace.array import TracedArray, live_arrays, rebind, tensor_view, wrap_array
+from leapp.trace.location import user_location
+from leapp.trace.operation import NUMBER_HINT, Operation
+from leapp.trace.recorder import FrozenValueWarning, NodeTrace, owning_trace, python_value_of
+from leapp.trace.tensor import TracedTensor, wrap
 
 __all__ = ["assign", "call_function", "call_ufunc", "getitem", "run"]
 
@@ -58,7 +52,7 @@ def run(what: str, numpy_call: Callable, translate: Callable | None, args: tuple
     if trace is None:
         plain_args, plain_kwargs = plain((args, kwargs))
         return numpy_call(*plain_args, **plain_kwargs)
-    if translate is None and not trace.session.freeze_python_values:
+    if translate is None and not trace.recording.freeze_python_values:
         raise TraceError(
             f"node {trace.node!r}: {what} at {user_location()} has no torch equivalent in "
             f"leapp's table, so the exported graph cannot compute it. Compute it with torch "
@@ -95,7 +89,7 @@ def owner(what: str, tree: Any) -> NodeTrace | None:
 def check_usable(array: TracedArray) -> None:
     """Raise if ``array``'s graph value is unknown (untraced derivative) or outdated (stale)."""
     trace = array._leapp_trace
-    if trace is None or not trace.session.recording:
+    if trace is None or not trace.recording.active:
         return
     if array._leapp_stale is not None:
         raise TraceError(
@@ -166,7 +160,7 @@ def translated(trace: NodeTrace, what: str, translate: Callable, *args: Any, **k
         return translate(*args, **kwargs)
     except LeappError:
         raise
-    except numpy_ops.UnsupportedFormError as e:
+    except UnsupportedFormError as e:
         raise TraceError(
             f"node {trace.node!r}: {what} at {user_location()}: {e}; compute it differently "
             "or with torch on torch.from_numpy(<array>)."
@@ -235,8 +229,6 @@ def _check_values(trace: NodeTrace, what: str, tensor: torch.Tensor, expected: n
 def _freeze(trace: NodeTrace, what: str, expected: Any) -> Any:
     import warnings
 
-    from leapp.session import FrozenValueWarning
-
     warnings.warn(
         f"node {trace.node!r}: {what} at {user_location()} has no torch equivalent; its current "
         "result was frozen as a constant and the export will always use it.",
@@ -274,14 +266,14 @@ def call_function(func: Any, args: tuple, kwargs: dict) -> Any:
     what = f"{func.__module__}.{func.__name__}"
     if func is np.empty_like:  # its values are unspecified; zeros are what the graph computes
         func = np.zeros_like
-    if func in numpy_ops.METADATA:
+    if func in functions.METADATA:
         plain_args, plain_kwargs = plain((args, kwargs))
         return func(*plain_args, **plain_kwargs)
-    if func in numpy_ops.PYTHON_VALUES:
+    if func in functions.PYTHON_VALUES:
         return _python_value_call(what, func, args, kwargs)
     if func is np.copyto:
         return _copyto(*args, **kwargs)
-    return run(what, func, numpy_ops.FUNCTIONS.get(func), args, kwargs)
+    return run(what, func, functions.FUNCTIONS.get(func), args, kwargs)
 
 
 def call_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
@@ -289,7 +281,7 @@ def call_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any
     what = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     out = kwargs.pop("out", None)
     numpy_call = getattr(ufunc, method)
-    translate = numpy_ufuncs.ufunc_translation(ufunc, method, inputs, kwargs)
+    translate = ufuncs.ufunc_translation(ufunc, method, inputs, kwargs)
     if out is None:
         results = run(what, numpy_call, translate, inputs, kwargs)
         if any(isinstance(i, torch.Tensor) for i in inputs):
@@ -327,10 +319,10 @@ def _wrap_as_tensor(results: Any) -> Any:
 
 def getitem(array: TracedArray, key: Any) -> Any:
     """``array[key]``: basic and advanced indexing, negative steps via ``torch.flip``."""
-    key = numpy_index.normalize_key(key)
+    key = indexing.normalize_key(key)
 
     def translate(x, torch_key):
-        return numpy_index.index(x, key, torch_key)
+        return indexing.index(x, key, torch_key)
 
     return run("indexing", operator.getitem, translate, (array, key))
 
@@ -352,9 +344,9 @@ def assign(target: Any, key: Any, value: Any, what: str) -> None:
             f"node {trace.node!r}: {what} at {user_location()} writes traced values into an "
             f"array that is not traced, which NumPy gives leapp no way to follow. {_WRITE_HINT}"
         )
-    key = numpy_index.normalize_key(key)
+    key = indexing.normalize_key(key)
     base, torch_key, torch_value = to_torch((target, key, value))
-    new = translated(trace, what, numpy_index.assign, base, key, torch_key, torch_value)
+    new = translated(trace, what, indexing.assign, base, key, torch_key, torch_value)
     views = [
         (other, translated(trace, what, _propagated, other, target, new))
         for other in live_arrays(trace)
@@ -374,7 +366,7 @@ def assign(target: Any, key: Any, value: Any, what: str) -> None:
 
 
 def _propagated(other: TracedArray, target: TracedArray, new: torch.Tensor) -> Any:
-    return numpy_index.propagate(tensor_view(other), other, target, new)
+    return indexing.propagate(tensor_view(other), other, target, new)
 
 
 def _overlap(a: np.ndarray, b: np.ndarray) -> bool:

@@ -1,157 +1,29 @@
-"""The pipeline spec: typed view of ``<name>.yaml`` (LEAPP config 1.3 compatible).
+"""The spec file: :func:`load` reads and checks ``<name>.yaml``, :func:`dump` writes one.
 
-An export folder holds one YAML file with three top-level sections: ``models`` (one entry per
-node: its input and output ports and the artifact that computes it), ``pipeline`` (how the
-nodes connect) and ``system information``. This module reads such a file into frozen
-dataclasses (:func:`load`), writes one back in the exact layout NVIDIA's leapp 0.7.2 uses
-(:func:`dump`), and provides the checksum and environment helpers the exporter needs.
-
-Keys this module does not know are kept in the ``extra`` mappings and written back unchanged,
-so files written by other LEAPP versions survive a load/dump round trip.
-
-Example::
-
-    from leapp import spec
-
-    s = spec.load("exports/torch_pipeline")  # the folder, or the YAML file itself
-    for model in s.models:
-        print(model.name, [p.name for p in model.inputs], model.parameters.backend)
+Files are written in the exact layout NVIDIA's leapp 0.7.2 uses. Keys the spec does not know
+are kept in the ``extra`` mappings and written back unchanged, so files written by other LEAPP
+versions survive a load/dump round trip. Both check a spec the same way, with
+:mod:`leapp.spec.parser` (structure; :mod:`leapp.spec.wiring` for the edges); :func:`load` also
+checks the artifacts' checksums (:mod:`leapp.spec.checksums`).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib.metadata
 import logging
 import os
-import platform
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from leapp.errors import SpecError
+from leapp.spec.checksums import check_checksums
+from leapp.spec.parser import check_extras, parse_spec, read_yaml
+from leapp.spec.schema import ModelSpec, PipelineSpec, Spec, TensorSpec
 
-__all__ = [
-    "BACKENDS",
-    "DTYPES",
-    "LEAPP_CONFIG_VERSION",
-    "ModelParameters",
-    "ModelSpec",
-    "PipelineSpec",
-    "Spec",
-    "TensorSpec",
-    "dump",
-    "file_checksums",
-    "load",
-    "system_information",
-]
+__all__ = ["dump", "load"]
 
 logger = logging.getLogger(__name__)
-
-LEAPP_CONFIG_VERSION = "1.3"
-
-#: dtype names a port may declare: torch dtype names without the ``torch.`` prefix.
-_DTYPE_NAMES = (
-    "float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool"
-    " complex64 complex128 float8_e4m3fn float8_e5m2"
-)
-DTYPES: tuple[str, ...] = tuple(_DTYPE_NAMES.split())
-
-#: artifact formats a model may declare in ``parameters.backend`` (besides null).
-BACKENDS = ("jit", "onnx", "pt2")
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """One input or output port of a model."""
-
-    name: str
-    dtype: str  # torch dtype name without the "torch." prefix: float32, int64, bool, ...
-    shape: tuple[int, ...]  # () for a scalar
-    type: str = "tensor"
-    kind: str | None = None
-    element_names: tuple[Any, ...] | None = None
-    temporal_period_ms: float | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)  # unknown keys, kept verbatim
-
-
-@dataclass(frozen=True)
-class ModelParameters:
-    """``models.<node>.parameters``."""
-
-    model_path: str | None  # relative to the YAML file
-    md5sum: str | None
-    sha256sum: str | None
-    backend: str | None  # "jit" | "onnx" | "pt2" | None
-    warp_segments: int = 0
-    opset_version: int | None = None  # onnx only
-    torch_version: str | None = None  # pt2 only
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """``models.<node>``: one pipeline node and its artifact."""
-
-    name: str
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
-    parameters: ModelParameters
-    extra: Mapping[str, Any] = field(default_factory=dict)  # unknown keys of the model entry
-
-    def input(self, name: str) -> TensorSpec:
-        """The input port called ``name`` (``KeyError`` when there is none)."""
-        for port in self.inputs:
-            if port.name == name:
-                return port
-        raise KeyError(f"{self.name}/{name}")
-
-    def output(self, name: str) -> TensorSpec:
-        """The output port called ``name`` (``KeyError`` when there is none)."""
-        for port in self.outputs:
-            if port.name == name:
-                return port
-        raise KeyError(f"{self.name}/{name}")
-
-
-@dataclass(frozen=True)
-class PipelineSpec:
-    """``pipeline``: how the nodes connect. Port keys are ``"<node>/<port>"``."""
-
-    data_flow: Mapping[str, tuple[str, ...]]
-    feedback_flow: Mapping[str, tuple[str, ...]]
-    inputs: Mapping[str, tuple[str, ...]]
-    outputs: Mapping[str, tuple[str, ...]]
-    initial_values: str | None = None
-    examples: str | None = None  # ours: "<name>_examples.safetensors"
-    configs: Mapping[str, Any] = field(default_factory=dict)
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Spec:
-    """A whole export: models in completion order, the pipeline wiring, system information."""
-
-    name: str
-    models: tuple[ModelSpec, ...]
-    pipeline: PipelineSpec
-    system: Mapping[str, Any]
-    path: Path | None = None  # the YAML file this spec was read from or written to
-    extra: Mapping[str, Any] = field(default_factory=dict)  # unknown top-level keys
-
-    @property
-    def directory(self) -> Path:
-        if self.path is None:
-            raise ValueError("this spec has no file; write it with dump() first")
-        return self.path.parent
-
-    def model(self, name: str) -> ModelSpec:
-        for model in self.models:
-            if model.name == name:
-                return model
-        raise KeyError(name)
 
 
 def load(path: str | os.PathLike[str], *, verify_checksums: bool = True) -> Spec:
@@ -171,14 +43,12 @@ def load(path: str | os.PathLike[str], *, verify_checksums: bool = True) -> Spec
             lists every one of them as ``"<yaml path>: <what was expected and found>"``, e.g.
             ``models.policy.inputs[0].dtype: expected one of float32, ... but found 'float33'``.
     """
-    from leapp import spec_check
-
     yaml_path = _find_yaml(Path(path))
-    raw, problems = spec_check.read_yaml(yaml_path)
-    spec, found = spec_check.parse_spec(raw, name=yaml_path.stem, path=yaml_path)
+    raw, problems = read_yaml(yaml_path)
+    spec, found = parse_spec(raw, name=yaml_path.stem, path=yaml_path)
     problems.extend(found)
     if verify_checksums:
-        problems.extend(spec_check.check_checksums(spec))
+        problems.extend(check_checksums(spec))
     if problems:
         raise SpecError(_problem_message(yaml_path, "has", problems), tuple(problems))
     logger.debug("loaded spec %s with %d models", yaml_path, len(spec.models))
@@ -201,14 +71,12 @@ def dump(spec: Spec, path: str | os.PathLike[str]) -> Spec:
     Raises:
         SpecError: the spec is inconsistent; ``problems`` lists every finding.
     """
-    from leapp import spec_check
-
     target = Path(path)
     if target.suffix not in (".yaml", ".yml"):
         target = target / f"{spec.name}.yaml"
     sections = _sections(spec)
-    problems = spec_check.check_extras(spec)
-    written, found = spec_check.parse_spec(sections, name=target.stem, path=target)
+    problems = check_extras(spec)
+    written, found = parse_spec(sections, name=target.stem, path=target)
     problems.extend(found)
     if problems:
         raise SpecError(_problem_message(target, "would have", problems), tuple(problems))
@@ -216,49 +84,6 @@ def dump(spec: Spec, path: str | os.PathLike[str]) -> Spec:
     target.write_text(_render(sections), encoding="utf-8")
     logger.debug("wrote spec %s", target)
     return written
-
-
-def file_checksums(path: str | os.PathLike[str]) -> tuple[str, str]:
-    """The ``(md5, sha256)`` hex digests of a file, read in chunks (large files are fine)."""
-    md5 = hashlib.md5(usedforsecurity=False)
-    sha256 = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            md5.update(chunk)
-            sha256.update(chunk)
-    return md5.hexdigest(), sha256.hexdigest()
-
-
-def system_information() -> dict[str, str | None]:
-    """The ``system information`` section describing this machine, keys as LEAPP writes them."""
-    import torch
-
-    import leapp
-
-    try:
-        warp_version: str | None = importlib.metadata.version("warp-lang")
-    except importlib.metadata.PackageNotFoundError:
-        warp_version = None
-    return {
-        "cuda version": str(torch.version.cuda),
-        "leapp config version": LEAPP_CONFIG_VERSION,
-        "leapp version": str(getattr(leapp, "__version__", "0.1.0")),
-        "os": _os_name(),
-        "python version": platform.python_version(),
-        "torch version": str(torch.__version__),
-        "warp version": warp_version,
-    }
-
-
-def _os_name() -> str:
-    """``"Debian GNU/Linux 12"`` style (os-release NAME VERSION_ID, as LEAPP writes it)."""
-    try:
-        release = platform.freedesktop_os_release()
-    except OSError:
-        return platform.platform()
-    if release.get("NAME") and release.get("VERSION_ID"):
-        return f"{release['NAME']} {release['VERSION_ID']}"
-    return release.get("PRETTY_NAME") or platform.platform()
 
 
 # --- reading ------------------------------------------------------------------------------

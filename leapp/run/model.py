@@ -1,6 +1,6 @@
 """One node's artifact, loaded and callable: TorchScript, ONNX or pt2 behind :class:`Model`.
 
-    from leapp.model import load_model
+    from leapp.run.model import load_model
 
     model = load_model(spec, "policy")           # checks ports against the spec, warms up
     (action,) = model.run([obs])                 # tensors in the spec's port order

@@ -2,8 +2,8 @@
 
 Arrays handed to ``annotate.input_tensors`` come back as :class:`TracedArray`, an ``np.ndarray``
 subclass that shares memory with the array passed in. NumPy calls on it run eagerly with NumPy's
-own semantics and are also recorded, as their torch equivalents from :mod:`leapp.numpy_ops`, into
-the node's ``torch.fx`` graph, so every exported artifact is a torch graph::
+own semantics and are also recorded, as their torch equivalents from :mod:`leapp.numpy`, into the
+node's ``torch.fx`` graph, so every exported artifact is a torch graph::
 
     state = annotate.input_tensors("prep", {"state": np.zeros(6, np.float32)})
     obs = np.clip((state - MEAN) / STD, -5, 5)[::-1]        # recorded as torch.sub, torch.div,
@@ -11,11 +11,13 @@ the node's ``torch.fx`` graph, so every exported artifact is a torch graph::
 
 Interception uses NumPy's documented protocols: ``__array_ufunc__`` (ufuncs and operators),
 ``__array_function__`` (``np.concatenate``, ``np.sum``...), plus the ndarray methods, indexing
-and item assignment defined here. The recording itself lives in :mod:`leapp.numpy_trace`.
+and item assignment defined here. The recording itself lives in
+:mod:`leapp.trace.numpy_recorder`.
 
 Crossing to torch keeps the trace: ``torch.from_numpy(a)`` / ``torch.as_tensor(a)`` return a
-:class:`~leapp.tensor.TracedTensor` on the same graph node (see :mod:`leapp.crossing`), and
-``tensor.numpy()`` / ``np.asarray(tensor)`` return a TracedArray.
+:class:`~leapp.trace.tensor.TracedTensor` on the same graph node (see
+:mod:`leapp.trace.crossing`), and ``tensor.numpy()`` / ``np.asarray(tensor)`` return a
+TracedArray.
 
 What cannot be seen: NumPy writing a traced array into a *plain* array (``buf = np.zeros(9);
 buf[:6] = state``) copies the values without any hook, so ``buf`` would be a frozen constant.
@@ -25,8 +27,6 @@ Create buffers from traced values instead (``buf = np.zeros_like(...)``) or use
 
 from __future__ import annotations
 
-import functools
-import warnings
 import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -34,41 +34,38 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from leapp.errors import TraceError
-from leapp.tensor import TracedTensor, wrap
+from leapp.numpy.operands import constant_tensor, shared_tensor
+from leapp.trace.tensor import TracedTensor, wrap
 
 if TYPE_CHECKING:
     from torch.fx import Node
 
-    from leapp.trace import NodeTrace
+    from leapp.trace.recorder import NodeTrace
 
 __all__ = [
     "TracedArray",
     "array_from_tensor",
-    "constant_tensor",
-    "numpy_dtype",
     "port_tensor",
     "port_tensors",
     "tensor_view",
-    "torch_dtype",
     "traced_input",
     "wrap_array",
 ]
 
 
 def _trace_module():
-    from leapp import numpy_trace
+    from leapp.trace import numpy_recorder
 
-    return numpy_trace
+    return numpy_recorder
 
 
 class TracedArray(np.ndarray):
     """An array owned by one run of one pipeline node.
 
-    ``_leapp_trace`` is the :class:`~leapp.trace.NodeTrace` recording it and ``_leapp_node`` the
-    fx node that computes its current value. An array NumPy derived from a traced one without
-    leapp seeing it (an ndarray method outside leapp's table) has ``_leapp_node`` None: using it
-    inside the node raises instead of exporting a wrong graph.
+    ``_leapp_trace`` is the :class:`~leapp.trace.recorder.NodeTrace` recording it and
+    ``_leapp_node`` the fx node that computes its current value. An array NumPy derived from a
+    traced one without leapp seeing it (an ndarray method outside leapp's table) has
+    ``_leapp_node`` None: using it inside the node raises instead of exporting a wrong graph.
     """
 
     _leapp_trace: NodeTrace | None = None
@@ -225,48 +222,6 @@ for _name in ("sort", "partition", "put", "resize", "itemset", "setfield", "byte
     setattr(TracedArray, _name, _in_place(_name, "use the NumPy function that returns a copy"))
 
 
-# ------------------------------------------------------------------------------ dtypes
-@functools.cache
-def torch_dtype(dtype: Any) -> torch.dtype:
-    """The torch dtype of a NumPy dtype (``float32`` -> ``torch.float32``)."""
-    dtype = np.dtype(dtype)
-    try:
-        return torch.from_numpy(np.empty(0, dtype.newbyteorder("="))).dtype
-    except TypeError as e:
-        raise TraceError(
-            f"NumPy dtype {dtype} has no torch equivalent, so it cannot be traced; convert the "
-            "array with .astype(np.float32) (or another numeric dtype) first."
-        ) from e
-
-
-@functools.cache
-def numpy_dtype(dtype: torch.dtype) -> np.dtype:
-    """The NumPy dtype of a torch dtype (``torch.float32`` -> ``float32``)."""
-    try:
-        return torch.empty(0, dtype=dtype).numpy().dtype
-    except TypeError as e:
-        raise TraceError(f"torch dtype {dtype} has no NumPy equivalent.") from e
-
-
-def _as_torch(plain: np.ndarray) -> tuple[torch.Tensor, bool]:
-    """A torch tensor with ``plain``'s values, and whether it shares ``plain``'s memory."""
-    torch_dtype(plain.dtype)  # unsupported dtypes raise a TraceError naming the dtype
-    shared = plain.dtype.isnative and all(s >= 0 for s in plain.strides)
-    source = plain if shared else np.ascontiguousarray(plain, plain.dtype.newbyteorder("="))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # read-only arrays: leapp never writes through it
-        try:
-            return torch.from_numpy(source), shared
-        except (ValueError, TypeError):
-            return torch.from_numpy(source.copy()), False
-
-
-def constant_tensor(value: np.ndarray) -> torch.Tensor:
-    """A copy of an untraced array as a torch tensor, frozen into the graph when used."""
-    plain = np.asarray(value.view(np.ndarray) if isinstance(value, np.ndarray) else value)
-    return _as_torch(plain.copy())[0]
-
-
 # -------------------------------------------------------------------- traced values
 _LIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # trace -> [weakref(array)]
 
@@ -307,7 +262,7 @@ def tensor_view(array: TracedArray) -> TracedTensor:
     twin = array._leapp_twin
     if twin is not None and twin._leapp_node is array._leapp_node:
         return twin
-    tensor, shared = _as_torch(array.view(np.ndarray))
+    tensor, shared = shared_tensor(array.view(np.ndarray))
     twin = wrap(tensor, array._leapp_trace, array._leapp_node)
     array._leapp_twin, array._leapp_twin_shared = twin, shared
     return twin
@@ -326,7 +281,7 @@ def rebind(array: TracedArray, node: Node) -> None:
 def traced_input(trace: NodeTrace, name: str, value: np.ndarray, source: Any) -> TracedArray:
     """Declare input ``name`` of ``trace`` from an array; the result shares its memory."""
     plain = value.view(np.ndarray)
-    tensor, shared = _as_torch(plain)
+    tensor, shared = shared_tensor(plain)
     twin = trace.add_input(name, tensor, source)
     return wrap_array(plain, trace, twin._leapp_node, twin if shared else None)
 
@@ -337,7 +292,7 @@ def array_from_tensor(func: Any, args: tuple, kwargs: dict) -> np.ndarray:
     with torch._C.DisableTorchFunctionSubclass():
         plain = func(tensor.as_subclass(torch.Tensor), *args[1:], **kwargs)
     trace = getattr(tensor, "_leapp_trace", None)
-    if trace is None or not trace.session.recording:
+    if trace is None or not trace.recording.active:
         return plain
     return wrap_array(plain, trace, tensor._leapp_node, twin=tensor)
 
@@ -346,7 +301,7 @@ def is_live(value: Any) -> bool:
     """Whether ``value`` is a TracedArray/TracedTensor of a session that is recording."""
     trace = getattr(value, "_leapp_trace", None)
     traced = isinstance(value, (TracedArray, TracedTensor))
-    return traced and trace is not None and trace.session.recording
+    return traced and trace is not None and trace.recording.active
 
 
 def port_tensor(value: Any) -> Any:

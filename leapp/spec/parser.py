@@ -1,4 +1,7 @@
-"""Checks behind :func:`leapp.spec.load` and :func:`leapp.spec.dump`.
+"""Reading a spec: the YAML document into a :class:`~leapp.spec.schema.Spec`, with every problem.
+
+The checks behind :func:`leapp.spec.load` and :func:`leapp.spec.dump` (the artifacts' checksums
+aside, which :mod:`leapp.spec.checksums` checks).
 
 Every check appends to a list of problems instead of stopping at the first one, so a user
 sees everything that is wrong with a spec at once. A problem reads
@@ -15,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from leapp.errors import SpecError
-from leapp.spec import (
+from leapp.spec.schema import (
     BACKENDS,
     DTYPES,
     ModelParameters,
@@ -23,11 +26,10 @@ from leapp.spec import (
     PipelineSpec,
     Spec,
     TensorSpec,
-    file_checksums,
 )
-from leapp.spec_wiring import FLOW_KEYS, check_wiring
+from leapp.spec.wiring import FLOW_KEYS, check_wiring
 
-__all__ = ["check_checksums", "check_extras", "parse_spec", "read_yaml"]
+__all__ = ["check_extras", "parse_spec", "read_yaml"]
 
 _TOP_KEYS = ("models", "pipeline", "system information")
 _MODEL_KEYS = ("inputs", "outputs", "parameters")
@@ -143,46 +145,6 @@ def parse_spec(raw: Mapping[Any, Any], *, name: str, path: Path | None) -> tuple
     spec = Spec(name, parsed_models, parsed_pipeline, dict(system), path, extra)
     problems.extend(check_wiring(spec, problems.doubtful))
     return spec, list(problems)
-
-
-def check_checksums(spec: Spec) -> list[str]:
-    """Problems with the artifact files: missing, unreadable, or checksums that differ."""
-    problems = _Problems()
-    for model in spec.models:
-        params = model.parameters
-        if params.model_path is None:
-            continue
-        where = f"models.{model.name}.parameters"
-        file = spec.directory / params.model_path
-        if not file.is_file():
-            problems.add(
-                f"{where}.model_path",
-                f"expected the artifact of node {model.name!r} at {file} but there is no such "
-                "file; re-export the pipeline or copy the file next to the YAML",
-            )
-            continue
-        if params.sha256sum is None:
-            problems.add(
-                f"{where}.sha256sum",
-                f"expected a sha256sum to verify {file} (node {model.name!r}) but found none; "
-                "re-export the pipeline or load with verify_checksums=False",
-            )
-            continue
-        try:
-            digests = dict(zip(("md5sum", "sha256sum"), file_checksums(file), strict=True))
-        except OSError as e:
-            problems.add(f"{where}.model_path", f"cannot read {file} (node {model.name!r}): {e}")
-            continue
-        for key, actual in digests.items():
-            expected = getattr(params, key)
-            if expected is not None and expected.lower() != actual:
-                problems.add(
-                    f"{where}.{key}",
-                    f"expected {file} (node {model.name!r}) to have {key} {expected} but found "
-                    f"{actual}; the file changed after export: re-export the pipeline or "
-                    "restore the original file",
-                )
-    return list(problems)
 
 
 def check_extras(spec: Spec) -> list[str]:

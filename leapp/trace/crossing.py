@@ -51,7 +51,7 @@ def deactivate() -> None:
 
 
 def _is_live(value: Any) -> bool:
-    from leapp.array import is_live
+    from leapp.trace.array import is_live
 
     return is_live(value)
 
@@ -60,7 +60,7 @@ def _check_no_nested(what: str, data: Any, fix: str) -> None:
     """A list holding traced values would be read element by element without the graph."""
     if isinstance(data, (list, tuple)) and any(map(_is_live, pytree.tree_leaves(data))):
         from leapp.errors import TraceError
-        from leapp.location import user_location
+        from leapp.trace.location import user_location
 
         raise TraceError(
             f"{what} at {user_location()} builds one value from a sequence of traced values, "
@@ -70,7 +70,7 @@ def _check_no_nested(what: str, data: Any, fix: str) -> None:
 
 def _to_tensor(original: Any, copy: bool):
     def convert(data, *args, dtype=None, device=None, **kwargs):
-        from leapp.array import TracedArray, tensor_view
+        from leapp.trace.array import TracedArray, tensor_view
 
         if not _is_live(data):
             _check_no_nested(f"torch.{original.__name__}", data, "torch.stack([...])")
@@ -87,7 +87,7 @@ def _to_tensor(original: Any, copy: bool):
 
 def _from_numpy(original: Any):
     def from_numpy(ndarray):
-        from leapp.array import TracedArray, tensor_view
+        from leapp.trace.array import TracedArray, tensor_view
 
         if isinstance(ndarray, TracedArray) and _is_live(ndarray):
             original(ndarray.view(np.ndarray))  # raise torch's own error if it would
@@ -102,8 +102,8 @@ _UNSET = object()
 
 def _to_array(original: Any, copies: bool):
     def convert(a, dtype=None, *args, copy=_UNSET, **kwargs):
-        from leapp.array import array_from_tensor
-        from leapp.tensor import TracedTensor
+        from leapp.trace.array import array_from_tensor
+        from leapp.trace.tensor import TracedTensor
 
         options = kwargs if copy is _UNSET else {**kwargs, "copy": copy}
         if isinstance(a, (list, tuple)) and any(map(_is_live, pytree.tree_leaves(a))):
@@ -130,8 +130,8 @@ def _to_array(original: Any, copies: bool):
 
 def _stack(sequence: Any) -> Any:
     """``np.asarray([a, b, ...])`` with traced items: ``np.stack`` of the items, recursively."""
-    from leapp.array import array_from_tensor
-    from leapp.tensor import TracedTensor
+    from leapp.trace.array import array_from_tensor
+    from leapp.trace.tensor import TracedTensor
 
     def item(value):
         if isinstance(value, (list, tuple)):

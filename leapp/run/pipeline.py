@@ -1,10 +1,10 @@
 """Reference runtime: run an exported pipeline in-process, node by node.
 
-:class:`Pipeline` loads every node of an export (each a :class:`~leapp.model.Model`) and runs
+:class:`Pipeline` loads every node of an export (each a :class:`~leapp.run.model.Model`) and runs
 them in producer-before-consumer order on each :meth:`Pipeline.step`::
 
     import torch
-    from leapp.runtime import Pipeline
+    from leapp.run.pipeline import Pipeline
 
     pipeline = Pipeline.load("exports/torch_pipeline")        # checks every sha256 first
     out = pipeline.step({"preprocess/state": torch.zeros(6),
@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from leapp.errors import PipelineError
-from leapp.model import Model, check_value, load_model, port_check
+from leapp.run.model import Model, check_value, load_model, port_check
 from leapp.spec import ModelSpec, Spec, TensorSpec
 
 __all__ = ["Pipeline"]

@@ -3,7 +3,9 @@
 One :class:`NodeTrace` is one run of one pipeline node: it opens at ``annotate.input_tensors``
 and closes at ``annotate.output_tensors``. :func:`dispatch` is what ``TracedTensor`` hands every
 torch call to: it runs the call eagerly and records it, under its own torch name, into the trace
-that owns the traced arguments.
+that owns the traced arguments. Each trace belongs to a :class:`~leapp.trace.recording.Recording`,
+which says whether it is still recording and whether Python values may be frozen
+(:class:`FrozenValueWarning`).
 """
 
 from __future__ import annotations
@@ -19,16 +21,27 @@ import torch.fx as fx
 from torch.utils import _pytree as pytree
 
 from leapp.errors import TraceError
-from leapp.location import user_location
-from leapp.operation import NUMBER_HINT, Operation, describe
-from leapp.tensor import TracedTensor, adopt, trace_of, wrap
+from leapp.trace.location import user_location
+from leapp.trace.operation import NUMBER_HINT, Operation, describe
+from leapp.trace.tensor import TracedTensor, adopt, trace_of, wrap
 
 if TYPE_CHECKING:
-    from leapp.session import Session
+    from leapp.trace.recording import Recording
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["NodeTrace", "PortSource", "dispatch", "owning_trace", "python_value_of"]
+__all__ = [
+    "FrozenValueWarning",
+    "NodeTrace",
+    "PortSource",
+    "dispatch",
+    "owning_trace",
+    "python_value_of",
+]
+
+
+class FrozenValueWarning(UserWarning):
+    """A traced value was turned into a Python constant because the session allows it."""
 
 
 @dataclass(frozen=True)
@@ -47,8 +60,8 @@ class PortSource:
 class NodeTrace:
     """The recording of one run of one pipeline node."""
 
-    def __init__(self, session: Session, node: str, run: int, location: str):
-        self.session = session
+    def __init__(self, recording: Recording, node: str, run: int, location: str):
+        self.recording = recording
         self.node = node
         self.run = run
         self.location = location
@@ -72,10 +85,11 @@ class NodeTrace:
     def add_input(self, name: str, value: torch.Tensor, source: PortSource | None) -> TracedTensor:
         """Declare input port ``name`` and return the traced value that stands for it.
 
-        An ``np.ndarray`` comes back as a :class:`~leapp.array.TracedArray` sharing its memory.
+        An ``np.ndarray`` comes back as a :class:`~leapp.trace.array.TracedArray` sharing its
+        memory.
         """
         if isinstance(value, np.ndarray):
-            from leapp.array import traced_input
+            from leapp.trace.array import traced_input
 
             return traced_input(self, name, value, source)
         first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
@@ -195,7 +209,9 @@ def dispatch(func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
     """Run one torch call eagerly and record it into the open node that owns its arguments."""
     leaves = pytree.tree_leaves((args, kwargs))
     if any(isinstance(leaf, np.ndarray) for leaf in leaves):
-        from leapp.array import port_tensor  # NumPy arrays in a torch call: traced or constants
+        from leapp.trace.array import (
+            port_tensor,
+        )  # NumPy arrays in a torch call: traced or constants
 
         args, kwargs = pytree.tree_map_only(np.ndarray, port_tensor, (args, kwargs))
         leaves = pytree.tree_leaves((args, kwargs))
@@ -203,7 +219,7 @@ def dispatch(func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
     trace = _owning_trace(func, list(traces.values()))
     op = describe(func, args, kwargs)
     if op.kind == "to_numpy":
-        from leapp.array import array_from_tensor
+        from leapp.trace.array import array_from_tensor
 
         return array_from_tensor(func, args, kwargs)
     if trace is None or op.kind == "metadata":
@@ -236,7 +252,7 @@ def owning_trace(what: str, traces: list[NodeTrace]) -> NodeTrace | None:
 
 def _owning_trace(func: Any, traces: list[NodeTrace]) -> NodeTrace | None:
     """The single open trace among ``traces``; None when nothing is being recorded."""
-    live = [t for t in traces if t.session.recording]
+    live = [t for t in traces if t.recording.active]
     if not live:
         return None
     open_traces = [t for t in live if not t.closed]
@@ -262,7 +278,7 @@ def _owning_trace(func: Any, traces: list[NodeTrace]) -> NodeTrace | None:
 def python_value_of(trace, op, func, args, kwargs, result=None):
     """``.item()``, ``bool()``, ``float()``... on traced data: refuse, or freeze when allowed."""
     where = user_location()
-    if not trace.session.freeze_python_values:
+    if not trace.recording.freeze_python_values:
         raise TraceError(
             f"node {trace.node!r}: {op.name} at {where} turns a traced tensor into a Python "
             "value, which the exported graph cannot follow (the branch or number taken now "
@@ -273,8 +289,6 @@ def python_value_of(trace, op, func, args, kwargs, result=None):
         with torch._C.DisableTorchFunctionSubclass():
             result = func(*args, **kwargs)
     import warnings
-
-    from leapp.session import FrozenValueWarning
 
     warnings.warn(
         f"node {trace.node!r}: {op.name} at {where} froze a traced value as the constant "

@@ -1,6 +1,6 @@
 """Checks of a spec's wiring: its edges (``pipeline.data_flow``, ``pipeline.feedback_flow``)
 and pipeline inputs and outputs against the ports of its models. Part of
-:func:`leapp.spec.load`'s checks (:mod:`leapp.spec_check`); problems read like theirs,
+:func:`leapp.spec.load`'s checks (:mod:`leapp.spec.parser`); problems read like theirs,
 ``"<yaml path>: expected <what> but found <what>"``.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
 
-from leapp.spec import ModelSpec, Spec, TensorSpec
+from leapp.spec.schema import ModelSpec, Spec, TensorSpec
 
 __all__ = ["FLOW_KEYS", "check_wiring"]
 

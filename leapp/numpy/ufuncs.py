@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from leapp.array import numpy_dtype
-from leapp.numpy_ops import NO_VALUE, operand, promote, reduce_axes, reject, tensor_of
+from leapp.numpy.functions import reduce_axes
+from leapp.numpy.operands import NO_VALUE, numpy_dtype, operand, promote, reject, tensor_of
 
 __all__ = ["UFUNCS", "ufunc_translation"]
 

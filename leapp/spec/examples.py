@@ -12,7 +12,7 @@ parse keys.
 
 Example::
 
-    from leapp.examples import NodeSample, load_examples, save_examples
+    from leapp.spec.examples import NodeSample, load_examples, save_examples
 
     save_examples(path, {"policy": [NodeSample({"obs": obs}, {"action": action})]})
     samples = load_examples(path)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from leapp.errors import GraphError
-from leapp.session import Session
+from leapp.trace.recording import Recording
 
 __all__ = ["Feed", "classify_inputs"]
 
@@ -33,12 +33,12 @@ class Feed:
     source: str | None = None  # "<node>/<output>" of the producer
 
 
-def classify_inputs(session: Session) -> dict[str, dict[str, Feed]]:
+def classify_inputs(recording: Recording) -> dict[str, dict[str, Feed]]:
     """``{node: {input port: Feed}}`` for every input of every node."""
-    position = {node: index for index, node in enumerate(session.order)}
+    position = {node: index for index, node in enumerate(recording.order)}
     feeds: dict[str, dict[str, Feed]] = {}
-    for node in session.order:
-        runs = session.runs[node]
+    for node in recording.order:
+        runs = recording.runs[node]
         feeds[node] = {}
         for port in runs[0].inputs:
             if port in runs[0].state_ports:

@@ -1,0 +1,16 @@
+"""The recorder: user code runs eagerly while every torch and NumPy call is recorded.
+
+- :mod:`leapp.trace.recording`: :class:`~leapp.trace.recording.Recording`, one pipeline's
+  recording (node runs in order, their ports, which output fed which input);
+- :mod:`leapp.trace.recorder`: :class:`~leapp.trace.recorder.NodeTrace`, one node run's
+  ``torch.fx`` graph, and :func:`~leapp.trace.recorder.dispatch`, which records torch calls;
+- :mod:`leapp.trace.tensor`: :class:`~leapp.trace.tensor.TracedTensor`, the traced torch value;
+- :mod:`leapp.trace.operation`: what a torch call is, for the recorder;
+- :mod:`leapp.trace.array`: :class:`~leapp.trace.array.TracedArray`, the traced NumPy value;
+- :mod:`leapp.trace.numpy_recorder`: NumPy calls recorded as their torch equivalents (from the
+  table in :mod:`leapp.numpy`), :mod:`leapp.trace.indexing` for indexing and item assignment;
+- :mod:`leapp.trace.crossing`: ``torch.from_numpy`` / ``np.asarray`` keep the trace;
+- :mod:`leapp.trace.location`: the user's file and line, for error messages.
+
+Nothing here imports the API layer (:mod:`leapp.session`, :mod:`leapp.annotate`, ``leapp``).
+"""

@@ -1,0 +1,269 @@
+"""The recording of one pipeline: which nodes ran, in which order, with which inputs and outputs.
+
+A :class:`Recording` is what ``leapp.start`` creates and the annotations write into (through
+:mod:`leapp.session`, which holds the active one): each node run becomes a
+:class:`~leapp.trace.recorder.NodeTrace`, and each input that a published output fed is noted
+as its :class:`~leapp.trace.recorder.PortSource`, from which the pipeline's edges follow.
+``leapp.stop`` ends it (:meth:`Recording.stop`); ``leapp.compile_graph`` turns it into an export
+folder. Every traced value reaches its recording through its trace, to ask whether it is still
+``active`` and whether Python values may be frozen.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from leapp.errors import ExportError, GraphError, SessionError, TraceError
+from leapp.trace import crossing
+from leapp.trace.array import port_tensor, port_tensors
+from leapp.trace.location import user_location
+from leapp.trace.recorder import NodeTrace, PortSource
+from leapp.trace.tensor import TracedTensor
+
+__all__ = ["Recording"]
+
+BACKENDS = ("jit", "onnx", "pt2", None)
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+class Recording:
+    """One recording of pipeline ``name``, from ``leapp.start`` to ``leapp.compile_graph``.
+
+    ``active`` is true until :meth:`stop`; ``freeze_python_values`` lets ``.item()`` and friends
+    on traced values freeze them as constants (with a ``FrozenValueWarning``) instead of raising.
+    """
+
+    def __init__(self, name: str, save_path: str | os.PathLike, freeze_python_values: bool):
+        _check_name("pipeline", name)
+        self.name = name
+        self.save_path = Path(save_path)
+        self.freeze_python_values = freeze_python_values
+        self.active = True
+        self.runs: dict[str, list[NodeTrace]] = {}
+        self.order: list[str] = []  # nodes in the order their first run closed
+        self.open: dict[str, NodeTrace] = {}
+
+    # ------------------------------------------------------------------------- inputs
+    def input_tensors(
+        self, node: str, tensors: Mapping[str, Any], *, state: bool = False
+    ) -> tuple[TracedTensor, ...]:
+        trace = self.open.get(node)
+        if trace is None:
+            _check_name("node", node)
+            runs = self.runs.setdefault(node, [])
+            trace = NodeTrace(self, node, len(runs), user_location())
+            self.open[node] = trace
+        traced = []
+        for port, value in tensors.items():
+            _check_name(f"input of node {node!r}", port)
+            if port in trace.inputs:
+                raise GraphError(
+                    f"node {node!r}: input {port!r} is declared twice (again at "
+                    f"{user_location()}); give each input of a node its own name."
+                )
+            if not isinstance(value, (torch.Tensor, np.ndarray)):
+                raise TraceError(
+                    f"node {node!r}: input {port!r} at {user_location()} is a "
+                    f"{type(value).__name__}, not a torch.Tensor or np.ndarray; convert it with "
+                    "torch.as_tensor(...) or np.asarray(...) before annotate.input_tensors."
+                )
+            source = self._source(trace, port, port_tensor(value))
+            traced.append(trace.add_input(port, value, source))
+            if state:
+                trace.state_ports.append(port)
+        return tuple(traced)
+
+    def update_state(self, node: str, tensors: Mapping[str, Any]) -> None:
+        tensors = port_tensors(tensors)  # traced NumPy arrays as their torch values
+        trace = self.open.get(node)
+        where = user_location()
+        if trace is None:
+            raise SessionError(
+                f"annotate.update_state({node!r}) at {where}: node {node!r} is not open. Call "
+                f"annotate.state_tensors({node!r}, {{...}}) first, and update_state before "
+                "annotate.output_tensors closes the node."
+            )
+        for port, value in tensors.items():
+            if port not in trace.state_ports:
+                raise GraphError(
+                    f"node {node!r}: update_state at {where} names {port!r}, which is not a "
+                    f"state of the node (states: {trace.state_ports}); declare it with "
+                    f"annotate.state_tensors({node!r}, {{{port!r}: initial}})."
+                )
+            if port in trace.state_updates:
+                raise GraphError(
+                    f"node {node!r}: state {port!r} is updated twice (again at {where})."
+                )
+            trace.state_updates[port] = (
+                self._output_node(trace, port, value, False, where),
+                value,
+            )
+
+    def _source(self, trace: NodeTrace, port: str, value: torch.Tensor) -> PortSource | None:
+        """The published output ``value`` came from, or None for an external input."""
+        owner = getattr(value, "_leapp_trace", None) if isinstance(value, TracedTensor) else None
+        if owner is None or owner.recording is not self:
+            return None
+        where = user_location()
+        if owner is trace:
+            raise TraceError(
+                f"node {trace.node!r}: input {port!r} at {where} is a value computed by the "
+                "node itself; inputs come from outside the node."
+            )
+        if not owner.closed:
+            raise TraceError(
+                f"node {trace.node!r}: input {port!r} at {where} is a value of node "
+                f"{owner.node!r}, which is still open. Close it with "
+                f"annotate.output_tensors({owner.node!r}, ...) and pass the published output."
+            )
+        for name, published in owner.output_values.items():
+            if published is value or owner.outputs[name] is value._leapp_node:
+                return PortSource(owner.node, name, owner.run)
+        raise TraceError(
+            f"node {trace.node!r}: input {port!r} at {where} was computed inside node "
+            f"{owner.node!r} but is not one of its published outputs; add it to "
+            f"annotate.output_tensors({owner.node!r}, {{...}})."
+        )
+
+    # ------------------------------------------------------------------------ outputs
+    def output_tensors(
+        self,
+        node: str,
+        tensors: Mapping[str, Any],
+        export_with: Any,
+        static_outputs: Mapping[str, torch.Tensor] | Iterable[str] | None,
+    ) -> None:
+        tensors = port_tensors(tensors)  # traced NumPy arrays as their torch values
+        trace = self.open.get(node)
+        where = user_location()
+        if trace is None:
+            raise SessionError(
+                f"annotate.output_tensors({node!r}) at {where}: node {node!r} is not open. "
+                f"Call annotate.input_tensors({node!r}, {{...}}) first."
+            )
+        export_with = _check_backend(node, export_with)
+        constants, allowed_constant = _static(static_outputs)
+        constants = port_tensors(constants)
+        missing = [port for port in trace.state_ports if port not in trace.state_updates]
+        if missing:
+            raise GraphError(
+                f"node {node!r}: state {missing} declared with annotate.state_tensors is never "
+                f"updated; call annotate.update_state({node!r}, {{...}}) before "
+                f"annotate.output_tensors at {where}."
+            )
+        nodes: dict[str, Any] = {}
+        values: dict[str, Any] = {}
+        states = {port: value for port, (_, value) in trace.state_updates.items()}
+        # Ports in spec order: the outputs, then the updated states, then static outputs.
+        for port, value in [*tensors.items(), *states.items(), *constants.items()]:
+            _check_name(f"output of node {node!r}", port)
+            if port in nodes:
+                raise GraphError(
+                    f"node {node!r}: output {port!r} is declared twice at {where}; give each "
+                    "output of a node its own name."
+                )
+            if port in trace.state_updates:
+                nodes[port] = trace.state_updates[port][0]
+            else:
+                allowed = port in allowed_constant
+                nodes[port] = self._output_node(trace, port, value, allowed, where)
+            values[port] = value
+        if not nodes:
+            raise GraphError(f"node {node!r} at {where} declares no outputs.")
+        trace.close(nodes, values, export_with)
+        del self.open[node]
+        runs = self.runs[node]
+        if runs:
+            _check_same_structure(runs[0], trace)
+        else:
+            self.order.append(node)
+        runs.append(trace)
+
+    def _output_node(self, trace, port, value, constant_allowed, where):
+        if isinstance(value, TracedTensor) and value._leapp_trace is trace:
+            return value._leapp_node
+        if isinstance(value, TracedTensor) and value._leapp_trace is not None:
+            raise TraceError(
+                f"node {trace.node!r}: output {port!r} at {where} was traced by node "
+                f"{value._leapp_trace.node!r}, not by {trace.node!r}. Pass it into "
+                f"{trace.node!r} with annotate.input_tensors first."
+            )
+        if isinstance(value, torch.Tensor) and constant_allowed:
+            return trace.constant(value)
+        raise TraceError(
+            f"node {trace.node!r}: output {port!r} at {where} was not computed from the "
+            f"node's traced inputs (got a plain {type(value).__name__}). Compute it from the "
+            "values annotate.input_tensors returned, or declare a constant output with "
+            f"static_outputs={{{port!r}: tensor}}."
+        )
+
+    # ------------------------------------------------------------------------ the end
+    def stop(self) -> None:
+        """End recording: annotations are no-ops again, the crossing patches removed."""
+        self.active = False
+        crossing.deactivate()
+        if self.open:
+            where = ", ".join(f"{t.node!r} (opened at {t.location})" for t in self.open.values())
+            for trace in self.open.values():
+                trace.release_adopted()
+            raise SessionError(
+                f"leapp.stop(): node(s) {where} never closed. Call "
+                "annotate.output_tensors(<node>, {...}) for every node you open."
+            )
+
+
+def _check_name(what: str, name: Any) -> None:
+    if not isinstance(name, str) or not _NAME.match(name):
+        suggestion = re.sub(r"[^A-Za-z0-9_]", "_", str(name)).strip("_") or "name"
+        if not suggestion[0].isalpha():
+            suggestion = f"n_{suggestion}"
+        raise GraphError(
+            f"{what} name {name!r} is not valid: use letters, digits and underscores, starting "
+            f"with a letter (e.g. {suggestion!r}); names become file names, ONNX port names and "
+            "ROS topic names."
+        )
+
+
+def _check_backend(node: str, export_with: Any) -> Any:
+    if export_with in BACKENDS:
+        return export_with
+    if isinstance(export_with, (str, os.PathLike)) and Path(export_with).is_file():
+        return Path(export_with).resolve()
+    raise ExportError(
+        f"node {node!r}: export_with={export_with!r} is neither a backend ('jit', 'onnx', "
+        "'pt2', None) nor the path of an existing artifact file. Pick one of those."
+    )
+
+
+def _static(static_outputs: Any) -> tuple[dict[str, torch.Tensor], set[str]]:
+    if static_outputs is None:
+        return {}, set()
+    if isinstance(static_outputs, Mapping):
+        return dict(static_outputs), set(static_outputs)
+    return {}, set(static_outputs)
+
+
+def _check_same_structure(first: NodeTrace, again: NodeTrace) -> None:
+    """A node that runs again must record the same graph; otherwise the names collide."""
+
+    def signature(trace: NodeTrace):
+        ops = [(n.op, str(n.target)) for n in trace.graph.nodes if n.op != "get_attr"]
+        ports = [(k, tuple(v.shape), v.dtype) for k, v in trace.input_examples.items()]
+        outs = [(k, tuple(v.shape), v.dtype) for k, v in trace.output_examples.items()]
+        return ops, ports, outs
+
+    if signature(first) != signature(again):
+        raise GraphError(
+            f"node {first.node!r} ran again at {again.location} but recorded a different graph "
+            f"or different ports than its first run at {first.location}. If these are two "
+            "different nodes, give them different names; if it is one node, its Python control "
+            "flow or input shapes changed between runs, which one exported graph cannot "
+            "represent."
+        )
