@@ -222,6 +222,12 @@ def dispatch(func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
         from leapp.trace.array import array_from_tensor
 
         return array_from_tensor(func, args, kwargs)
+    if trace is None and op.kind != "metadata":
+        closed = [t for t in traces.values() if t.recording.active]
+        if closed:  # published outputs between nodes
+            from leapp.trace.handover import outside_nodes
+
+            return outside_nodes(func, op, args, kwargs, closed[0])
     if trace is None or op.kind == "metadata":
         with torch._C.DisableTorchFunctionSubclass():
             return func(*args, **kwargs)

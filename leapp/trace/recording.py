@@ -23,6 +23,7 @@ import torch
 from leapp.errors import ExportError, GraphError, SessionError, TraceError
 from leapp.trace import crossing
 from leapp.trace.array import port_tensor, port_tensors
+from leapp.trace.handover import derived_from
 from leapp.trace.location import user_location
 from leapp.trace.recorder import NodeTrace, PortSource
 from leapp.trace.tensor import TracedTensor
@@ -112,6 +113,15 @@ class Recording:
         if owner is None or owner.recording is not self:
             return None
         where = user_location()
+        derived = derived_from(value)
+        if derived is not None:
+            raise TraceError(
+                f"node {trace.node!r}: input {port!r} at {where} was computed from an output "
+                f"of node {owner.node!r} outside any node ({derived}), so no exported artifact "
+                "computes it. Do that computation inside a node (after "
+                "annotate.input_tensors), or hand over the published output itself: "
+                "identity-like calls (.detach(), .clone(), .cpu(), .to(same dtype)) keep the edge."
+            )
         if owner is trace:
             raise TraceError(
                 f"node {trace.node!r}: input {port!r} at {where} is a value computed by the "
