@@ -71,6 +71,8 @@ def compile_graph(
     atol: float = 1e-5,
     strict: bool = True,
     graph_configs: GraphConfigs | Mapping[str, Any] | None = None,
+    *,
+    visualize: bool = False,
 ) -> CompiledPipeline:
     """Export the stopped session to ``<save_path>/<name>/`` and check the artifacts.
 
@@ -78,8 +80,16 @@ def compile_graph(
     ``<name>_examples.safetensors``. With ``validate`` every artifact is re-run on the values
     captured while tracing and compared within ``rtol``/``atol``; with ``strict`` a mismatch
     raises :class:`ValidationError` (else it is logged). ``graph_configs`` lands in
-    ``pipeline.configs`` (e.g. ``GraphConfigs(frequency=50)``).
+    ``pipeline.configs`` (e.g. ``GraphConfigs(frequency=50)``). ``visualize=True`` (NVIDIA
+    LEAPP's pipeline picture) is refused: leapp draws no picture yet; print a node's graph
+    with :func:`format_graph` or read the spec's ``pipeline`` section instead.
     """
+    if visualize:
+        raise LeappError(
+            "leapp.compile_graph(visualize=True): leapp does not draw the pipeline picture yet; "
+            "pass visualize=False (the default) and read the spec's pipeline section, or print "
+            "a node's graph with leapp.format_graph(compiled.graphs[node])."
+        )
     from leapp.compilation import compile_session
     from leapp.session import take_stopped
 

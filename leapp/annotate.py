@@ -6,21 +6,103 @@ Each ``input_tensors`` / ``output_tensors`` pair marks one node::
     obs = torch.cat([state, velocity])
     annotate.output_tensors("preprocess", {"obs": obs}, export_with="jit")
 
-Outside a session (before ``leapp.start`` or after ``leapp.stop``) both return the values they
-were given, unchanged, and record nothing: annotated code runs in production untouched.
+or one decorated function is one node (NVIDIA LEAPP's decorator)::
+
+    @annotate.method(export_with="jit")
+    def preprocess(state, velocity):
+        obs = torch.cat([state, velocity])
+        return obs
+
+Outside a session (before ``leapp.start`` or after ``leapp.stop``) the annotations return the
+values they were given, unchanged, and record nothing (a decorated function is simply called):
+annotated code runs in production untouched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+import functools
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 import torch
 
 from leapp.errors import TraceError
 from leapp.session import active_session
+from leapp.trace import ports as port_names
 
-__all__ = ["input_tensors", "output_tensors", "state_tensors", "update_state"]
+__all__ = ["input_tensors", "method", "output_tensors", "state_tensors", "update_state"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def method(
+    export_with: Any = "jit",
+    node_name: str | None = None,
+    backend_params: Mapping[str, Any] | None = None,
+) -> Callable[[F], F]:
+    """Decorator: every call of the function inside a session is one run of one node.
+
+    ::
+
+        @annotate.method(export_with="onnx")
+        def policy_step(obs, hidden):
+            hidden = gru(obs, hidden)
+            action = head(hidden)
+            return action, hidden  # output ports "action" and "hidden"
+
+        model.forward = annotate.method(node_name="model_forward")(model.forward)
+
+    The node is named ``node_name``, else after the function (``functools.wraps`` wrappers such
+    as ``@torch.no_grad()`` are looked through). Its inputs are the tensors (or NumPy arrays) the
+    call passes, named after their parameters; parameters left at their defaults are frozen as
+    constants, other arguments stay Python values, ``self`` is never an input. Its outputs are
+    named from the function's ``return`` statements (``output1``, ``output2``, ... for values
+    that are not plain names); see :mod:`leapp.trace.ports` for every naming rule. The function
+    runs on the traced values and its result is returned as it is, so passing it to another
+    decorated function records a ``data_flow`` edge, and feeding it back on the next call a
+    ``feedback_flow`` edge. A returned tensor that does not depend on the inputs is a constant
+    output. ``export_with`` is as for :func:`output_tensors`. ``backend_params`` is kept on the
+    node's recording and not used by any exporter yet.
+    """
+    if backend_params is not None and not isinstance(backend_params, Mapping):
+        raise TraceError(
+            f"annotate.method: backend_params must be a dict or None, got "
+            f"{type(backend_params).__name__}."
+        )
+    if node_name is not None and not isinstance(node_name, str):
+        raise TraceError(f"annotate.method: node_name must be a str or None, got {node_name!r}.")
+
+    def decorate(function: F) -> F:
+        read: list[port_names.FunctionPorts] = []  # the source is read on the first traced call
+
+        @functools.wraps(function)
+        def run_as_node(*args: Any, **kwargs: Any) -> Any:
+            session = active_session()
+            if session is None:
+                return function(*args, **kwargs)
+            if not read:
+                read.append(port_names.function_ports(function, node_name))
+            ports = read[0]
+            call = port_names.bind_inputs(ports, args, kwargs)
+            if call is None:  # the arguments do not fit: let Python say why
+                return function(*args, **kwargs)
+            session.open_node(ports.node)
+            try:
+                traced = session.input_tensors(ports.node, call.inputs)
+                call_args, call_kwargs = call.rebuild(traced)
+                result = function(*call_args, **call_kwargs)
+                outputs = port_names.output_ports(ports, result)
+            except BaseException:
+                session.abandon(ports.node)
+                raise
+            # Every output may be a constant: a plain tensor the function returned unchanged.
+            # Values of other nodes are still refused by the recording.
+            session.output_tensors(ports.node, outputs, export_with, list(outputs), backend_params)
+            return result
+
+        return run_as_node  # type: ignore[return-value]
+
+    return decorate
 
 
 def input_tensors(node: str, tensors: Mapping[str, torch.Tensor]) -> Any:

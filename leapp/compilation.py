@@ -100,7 +100,7 @@ def compile_session(
 
     pipeline = _pipeline_spec(spec_module, recording, firsts, graphs, graph_configs)
     samples = {
-        node: [_sample(example_file, run, graphs[node]) for run in recording.runs[node]]
+        node: [_sample(example_file, run, graphs[node]) for run in recording.cached_runs(node)]
         for node in recording.order
     }
     example_file.save_examples(directory / pipeline.examples, samples)

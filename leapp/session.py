@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 from leapp.errors import SessionError
 from leapp.trace import crossing
@@ -28,15 +29,61 @@ def active_session() -> Recording | None:
     return _active if _active is not None and _active.active else None
 
 
-def start(name: str, save_path: str | os.PathLike = ".", *, freeze_python_values: bool = False):
-    """Begin recording pipeline ``name``; the export goes to ``<save_path>/<name>/``."""
+def start(
+    name: str,
+    save_path: str | os.PathLike = ".",
+    *,
+    freeze_python_values: bool = False,
+    verbose: bool = False,
+    max_cached_io: int | None = None,
+    dry_run: bool = False,
+    global_patching: bool = True,
+    patching: Any = None,
+):
+    """Begin recording pipeline ``name``; the export goes to ``<save_path>/<name>/``.
+
+    Keywords NVIDIA LEAPP code passes are accepted with these meanings:
+
+    - ``verbose=True`` logs every recorded node run (its inputs, outputs and number of
+      operations) at INFO level on the ``leapp`` loggers.
+    - ``max_cached_io=N`` keeps the input/output examples of the first ``N`` runs of each node
+      (all runs when None); only those go to the examples file and are validated by
+      ``compile_graph``. Edges are still found from every run.
+    - ``global_patching`` / ``patching`` change nothing: leapp records through the
+      ``__torch_function__`` protocol and needs no patching of torch (the NumPy crossings
+      ``torch.from_numpy`` / ``np.asarray`` are always handled). A non-default value is logged
+      at debug level.
+    - ``dry_run=True`` is refused with a :class:`SessionError`: leapp has no dry run (record
+      and call ``compile_graph(validate=False)`` into a temporary ``save_path`` instead).
+    """
     global _active
+    if dry_run:
+        raise SessionError(
+            f"leapp.start({name!r}, dry_run=True): leapp has no dry run; drop dry_run, and to "
+            "export without keeping files use a temporary save_path."
+        )
+    if max_cached_io is not None and (
+        isinstance(max_cached_io, bool) or not isinstance(max_cached_io, int) or max_cached_io < 1
+    ):
+        raise SessionError(
+            f"leapp.start({name!r}, max_cached_io={max_cached_io!r}): pass a whole number >= 1 "
+            "(the runs per node whose examples are kept), or None to keep all."
+        )
     if _active is not None and _active.active:
         raise SessionError(
             f"leapp.start({name!r}): session {_active.name!r} is still recording; call "
             "leapp.stop() (and leapp.compile_graph()) first."
         )
-    _active = Recording(name, save_path, freeze_python_values)
+    if global_patching is not True or patching is not None:
+        logger.debug(
+            "leapp.start: global_patching=%r, patching=%r ignored: leapp records through "
+            "__torch_function__ and patches nothing",
+            global_patching,
+            patching,
+        )
+    _active = Recording(
+        name, save_path, freeze_python_values, verbose=verbose, max_cached_io=max_cached_io
+    )
     crossing.activate()
     logger.info("recording pipeline %r", name)
     return _active

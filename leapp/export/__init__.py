@@ -38,7 +38,7 @@ import torch.fx
 
 from leapp.errors import ExportError
 
-__all__ = ["BACKENDS", "Artifact", "export_node"]
+__all__ = ["ALIASES", "BACKENDS", "Artifact", "export_node"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,18 @@ BACKENDS: Mapping[str, str] = types.MappingProxyType(
     {"jit": ".pt", "onnx": ".onnx", "pt2": ".pt2"}
 )
 """The built-in backends and the suffix of the file each one writes."""
+
+ALIASES: Mapping[str, tuple[str, str | None]] = types.MappingProxyType(
+    {
+        "jit-script": ("jit", "script"),
+        "jit-trace": ("jit", "trace"),
+        "onnx-torchscript": ("onnx", None),
+    }
+)
+"""NVIDIA LEAPP's backend names: ``name -> (backend, TorchScript mode)``. ``"jit-script"`` is
+``torch.jit.script`` only, ``"jit-trace"`` is ``torch.jit.trace`` only (``"jit"`` scripts and
+falls back to tracing); ``"onnx-torchscript"`` is our ONNX exporter, which is the TorchScript-based
+one. The artifact and the spec record the backend (``jit`` / ``onnx``) every reader knows."""
 
 
 @dataclass(frozen=True)
@@ -82,8 +94,9 @@ def export_node(
         node: the node's name; the artifact is written as ``<node><suffix>``.
         input_names: the input port names, in order; they become the artifact's input names.
         output_names: the output port names, in order; they become the artifact's output names.
-        backend: ``"jit"``, ``"onnx"``, ``"pt2"``, None (no artifact), or the path of an
-            artifact the user made (``.pt``, ``.onnx``, ``.pt2``) to copy into the folder.
+        backend: ``"jit"``, ``"onnx"``, ``"pt2"``, one of :data:`ALIASES`, None (no artifact),
+            or the path of an artifact the user made (``.pt``, ``.onnx``, ``.pt2``) to copy
+            into the folder.
         directory: the export folder (created if missing).
 
     Returns:
@@ -99,7 +112,7 @@ def export_node(
         return Artifact(model_path=None, backend=None)
     folder = Path(directory)
     started = time.perf_counter()
-    if isinstance(backend, str) and backend in BACKENDS:
+    if isinstance(backend, str) and (backend in BACKENDS or backend in ALIASES):
         artifact = _export_builtin(
             graph_module, example_inputs, node, input_names, output_names, backend, folder
         )
@@ -110,9 +123,11 @@ def export_node(
         artifact = custom.export(Path(backend), node=node, directory=folder)
     else:
         choices = ", ".join(repr(name) for name in BACKENDS)
+        aliases = ", ".join(repr(name) for name in ALIASES)
         raise ExportError(
             f"node {node!r}: unknown backend {backend!r}; choose one of {choices}, None (no "
-            "artifact), or the path of your own .pt, .onnx or .pt2 file"
+            f"artifact), NVIDIA LEAPP's {aliases}, or the path of your own .pt, .onnx or .pt2 "
+            "file"
         )
     logger.debug(
         "node %s: exported as %s in %.3f s", node, artifact.backend, time.perf_counter() - started
@@ -137,6 +152,8 @@ def _export_builtin(
             f"{list(input_names)}; pass one tensor per port"
         )
     folder.mkdir(parents=True, exist_ok=True)
+    backend, mode = ALIASES.get(backend, (backend, None))
+    options = {"mode": mode} if mode else {}
     if backend == "jit":
         from leapp.export import jit as module
     elif backend == "onnx":
@@ -150,6 +167,7 @@ def _export_builtin(
         input_names=tuple(input_names),
         output_names=tuple(output_names),
         directory=folder,
+        **options,
     )
 
 

@@ -39,9 +39,12 @@ def export(
     input_names: tuple[str, ...],
     output_names: tuple[str, ...],
     directory: Path,
+    mode: str = "auto",
 ) -> Artifact:
     """Compile ``graph_module`` to TorchScript and save it as ``<directory>/<node>.pt``.
 
+    ``mode`` ``"script"`` only scripts and ``"trace"`` only traces (NVIDIA LEAPP's
+    ``"jit-script"`` / ``"jit-trace"``); ``"auto"`` (``"jit"``) scripts with a trace fallback:
     ``torch.jit.script`` is tried first. Some Python-level torch functions that fx records
     under their own name cannot be scripted (``torch.functional.norm(x, p="fro", dim=1)`` has
     no TorchScript overload taking ``p="fro"``); the graph is then traced with
@@ -56,7 +59,7 @@ def export(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         warnings.filterwarnings("ignore", message=_GRAPH_MODULE_WARNING)
-        compiled, how = _compile(graph_module, example_inputs, node, input_names)
+        compiled, how = _compile(graph_module, example_inputs, node, input_names, mode)
         compiled_at = time.perf_counter()
         try:
             torch.jit.save(compiled, str(directory / file_name))
@@ -82,19 +85,33 @@ def _compile(
     example_inputs: tuple[torch.Tensor, ...],
     node: str,
     input_names: tuple[str, ...],
+    mode: str,
 ) -> tuple[torch.jit.ScriptModule, str]:
-    try:
-        return torch.jit.script(graph_module), "script"
-    except Exception as e:
-        script_error = e
-    logger.debug("node %s: torch.jit.script failed (%s); tracing", node, script_error)
+    script_error = None
+    if mode != "trace":
+        try:
+            return torch.jit.script(graph_module), "script"
+        except Exception as e:
+            if mode == "script":
+                raise ExportError(
+                    f"node {node!r} (inputs {list(input_names)}) cannot be scripted with "
+                    f"torch.jit.script: {summarize_error(e)}. Export it with "
+                    "export_with='jit-trace' or 'jit' (script, falling back to tracing), or "
+                    "'onnx'"
+                ) from e
+            script_error = e
+        logger.debug("node %s: torch.jit.script failed (%s); tracing", node, script_error)
     try:
         traced = torch.jit.trace(graph_module, example_inputs, check_trace=False)
     except Exception as e:
+        scripted = (
+            ""
+            if script_error is None
+            else (f"scripting failed ({summarize_error(script_error)}) and so did ")
+        )
         raise ExportError(
             f"node {node!r} (inputs {list(input_names)}) cannot be compiled to TorchScript: "
-            f"scripting failed ({summarize_error(script_error)}) and so did tracing "
-            f"({summarize_error(e)}). Export this node with export_with='onnx' or 'pt2' "
-            "instead"
+            f"{scripted}tracing failed ({summarize_error(e)}). Export this node with "
+            "export_with='onnx' or 'pt2' instead"
         ) from e
     return traced, "trace"

@@ -76,6 +76,7 @@ class NodeTrace:
         self.output_examples: dict[str, torch.Tensor] = {}
         self.output_values: dict[str, torch.Tensor] = {}
         self.export_with: Any = None
+        self.backend_params: dict[str, Any] = {}  # annotate.method(backend_params=...), stored
         self.state_ports: list[str] = []  # inputs declared with annotate.state_tensors
         self.state_updates: dict[str, tuple[fx.Node, torch.Tensor]] = {}
         self._constants: dict[tuple[int, int], tuple[torch.Tensor, fx.Node]] = {}

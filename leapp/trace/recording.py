@@ -11,6 +11,7 @@ folder. Every traced value reaches its recording through its trace, to ask wheth
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -30,7 +31,9 @@ from leapp.trace.tensor import TracedTensor
 
 __all__ = ["Recording"]
 
-BACKENDS = ("jit", "onnx", "pt2", None)
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("jit", "onnx", "pt2", None, "jit-script", "jit-trace", "onnx-torchscript")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
@@ -41,26 +44,56 @@ class Recording:
     on traced values freeze them as constants (with a ``FrozenValueWarning``) instead of raising.
     """
 
-    def __init__(self, name: str, save_path: str | os.PathLike, freeze_python_values: bool):
+    def __init__(
+        self,
+        name: str,
+        save_path: str | os.PathLike,
+        freeze_python_values: bool,
+        *,
+        verbose: bool = False,
+        max_cached_io: int | None = None,
+    ):
         _check_name("pipeline", name)
         self.name = name
         self.save_path = Path(save_path)
         self.freeze_python_values = freeze_python_values
+        self.verbose = verbose  # log every recorded node run at INFO
+        self.max_cached_io = max_cached_io  # runs per node whose examples are kept (None: all)
         self.active = True
         self.runs: dict[str, list[NodeTrace]] = {}
         self.order: list[str] = []  # nodes in the order their first run closed
         self.open: dict[str, NodeTrace] = {}
 
+    def cached_runs(self, node: str) -> list[NodeTrace]:
+        """The runs of ``node`` whose input/output examples are kept (the first
+        ``max_cached_io``): they go to the examples file and are validated."""
+        return self.runs[node][: self.max_cached_io]
+
+    def open_node(self, node: str) -> NodeTrace:
+        """Open a new run of ``node`` (no inputs yet); refused while one is open."""
+        if node in self.open:
+            raise TraceError(
+                f"node {node!r} at {user_location()} is opened again while its run opened at "
+                f"{self.open[node].location} is still open; close it first, or give the two "
+                "nodes different names."
+            )
+        _check_name("node", node)
+        runs = self.runs.setdefault(node, [])
+        trace = NodeTrace(self, node, len(runs), user_location())
+        self.open[node] = trace
+        return trace
+
+    def abandon(self, node: str) -> None:
+        """Forget the open run of ``node`` (its code raised); it records nothing."""
+        trace = self.open.pop(node, None)
+        if trace is not None:
+            trace.release_adopted()
+
     # ------------------------------------------------------------------------- inputs
     def input_tensors(
         self, node: str, tensors: Mapping[str, Any], *, state: bool = False
     ) -> tuple[TracedTensor, ...]:
-        trace = self.open.get(node)
-        if trace is None:
-            _check_name("node", node)
-            runs = self.runs.setdefault(node, [])
-            trace = NodeTrace(self, node, len(runs), user_location())
-            self.open[node] = trace
+        trace = self.open.get(node) or self.open_node(node)
         traced = []
         for port, value in tensors.items():
             _check_name(f"input of node {node!r}", port)
@@ -149,6 +182,7 @@ class Recording:
         tensors: Mapping[str, Any],
         export_with: Any,
         static_outputs: Mapping[str, torch.Tensor] | Iterable[str] | None,
+        backend_params: Mapping[str, Any] | None = None,
     ) -> None:
         tensors = port_tensors(tensors)  # traced NumPy arrays as their torch values
         trace = self.open.get(node)
@@ -188,6 +222,7 @@ class Recording:
         if not nodes:
             raise GraphError(f"node {node!r} at {where} declares no outputs.")
         trace.close(nodes, values, export_with)
+        trace.backend_params = dict(backend_params or {})
         del self.open[node]
         runs = self.runs[node]
         if runs:
@@ -195,6 +230,18 @@ class Recording:
         else:
             self.order.append(node)
         runs.append(trace)
+        if self.max_cached_io is not None and trace.run >= self.max_cached_io:
+            trace.input_examples, trace.output_examples = {}, {}  # beyond max_cached_io
+        if self.verbose:
+            logger.info(
+                "node %r run %d recorded at %s: inputs %s, outputs %s, %d operations",
+                node,
+                trace.run,
+                where,
+                list(trace.inputs),
+                list(trace.outputs),
+                sum(1 for n in trace.graph.nodes if n.op.startswith("call_")),
+            )
 
     def _output_node(self, trace, port, value, constant_allowed, where):
         if isinstance(value, TracedTensor) and value._leapp_trace is trace:
@@ -248,7 +295,8 @@ def _check_backend(node: str, export_with: Any) -> Any:
         return Path(export_with).resolve()
     raise ExportError(
         f"node {node!r}: export_with={export_with!r} is neither a backend ('jit', 'onnx', "
-        "'pt2', None) nor the path of an existing artifact file. Pick one of those."
+        "'pt2', 'jit-script', 'jit-trace', 'onnx-torchscript', None) nor the path of an "
+        "existing artifact file. Pick one of those."
     )
 
 

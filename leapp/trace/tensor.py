@@ -37,6 +37,16 @@ class TracedTensor(torch.Tensor):
 
         return dispatch(func, types, args, kwargs or {})
 
+    @property
+    def tensor(self) -> torch.Tensor:
+        """The plain ``torch.Tensor`` holding the current value (same storage, not traced).
+
+        Operations on it are not recorded; use it to hand the value to code outside the
+        pipeline (logging, plotting), not to compute node outputs.
+        """
+        with torch._C.DisableTorchFunctionSubclass():
+            return self.as_subclass(torch.Tensor)
+
     def __repr__(self, *, tensor_contents=None) -> str:
         with torch._C.DisableTorchFunctionSubclass():
             text = torch.Tensor.__repr__(self)
