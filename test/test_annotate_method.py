@@ -276,3 +276,54 @@ def test_an_exception_inside_the_function_leaves_no_node_open(tmp_path):
     with pytest.raises(RuntimeError, match="boom"):
         broken(torch.randn(2))
     leapp.stop()  # would raise SessionError if 'broken' were still open
+
+
+class DecoratedPolicy(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Linear(6, 3)
+
+    @annotate.method(export_with="onnx")
+    def forward(self, obs):
+        action = torch.tanh(self.net(obs))
+        return action
+
+
+def test_a_method_decorated_in_the_class_body_is_a_node_without_self(tmp_path):
+    model = DecoratedPolicy().eval()
+    compiled = _compile(tmp_path, lambda: model(torch.randn(6)))
+    assert _ports(compiled, "forward") == (["obs"], ["action"])
+    with torch.no_grad():
+        assert_matches_eager(compiled, model, lambda: {"obs": torch.randn(6)}, node="forward")
+
+
+def test_numpy_array_arguments_are_inputs(tmp_path):
+    import numpy as np
+
+    @annotate.method()
+    def norm(q):
+        unit = q / np.linalg.norm(q)
+        return unit
+
+    compiled = _compile(tmp_path, lambda: norm(np.random.rand(4).astype(np.float32) + 0.1))
+    assert _ports(compiled, "norm") == (["q"], ["unit"])
+    assert_matches_eager(
+        compiled, lambda q: q / torch.linalg.norm(q), lambda: {"q": torch.rand(4) + 0.1}, "norm"
+    )
+
+
+def test_a_decorated_call_inside_another_open_node_is_refused(tmp_path):
+    @annotate.method()
+    def inner(x):
+        y = x + 1
+        return y
+
+    @annotate.method()
+    def outer(x):
+        z = inner(x) * 2
+        return z
+
+    leapp.start("pipe", save_path=tmp_path)
+    with pytest.raises(leapp.TraceError, match="'outer', which is still open"):
+        outer(torch.randn(2))
+    leapp.stop()  # neither node is left open
