@@ -50,10 +50,12 @@ running. Every node publishes its status as JSON (``std_msgs/String``) on ``_lea
 (reliable, transient local, depth 1) when ready and then every second::
 
     {"node": "preprocess", "state": "ready", "runs": 12, "received": 24, "dropped": 0,
-     "stale": 0, "errors": 0, "cpu_latency_us": null, "cpu_affinity": null}
+     "stale": 0, "errors": 0, "cpu_latency_us": null, "cpu_affinity": null,
+     "subscribers": {"/torch_pipeline/preprocess/obs": 1}}
 
 (``cpu_latency_us`` is the CPU latency request the node holds and ``cpu_affinity`` the CPUs it
-pinned its process to; null for none)
+pinned its process to, null for none; ``subscribers`` the subscriptions each output topic's
+publisher has matched, so a tester knows when every hop of the graph is connected)
 and ``"state": "stopping"`` once on shutdown; it logs ``leapp node '<name>' ready`` when ready.
 Exit codes: 0 after SIGINT/SIGTERM, 2 for a startup problem (one error line on stderr).
 """
@@ -339,6 +341,10 @@ class PipelineNode(Node):
             "errors": self._errors,
             "cpu_latency_us": self._cpu_latency.microseconds if self._cpu_latency else None,
             "cpu_affinity": list(self._cpu_affinity) if self._cpu_affinity else None,
+            "subscribers": {
+                publisher.topic_name: publisher.get_subscription_count()
+                for publisher in getattr(self, "_output_publishers", ())
+            },
         }
 
     def stop(self) -> None:

@@ -25,7 +25,12 @@ from leapp_ros.testing import (
     StepTimeoutError,
     graph_fixture,
 )
-from leapp_ros.testing.topics import driven_outputs, harness_parameters, starved_nodes
+from leapp_ros.testing.topics import (
+    driven_outputs,
+    harness_parameters,
+    starved_nodes,
+    unready,
+)
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +63,29 @@ def test_a_fed_node_that_did_not_publish_is_starved(seed):
     assert starved_nodes(plan, given, {"preprocess/obs"}) == ["policy"]
     assert starved_nodes(plan, given, {"preprocess/obs", "policy/action"}) == []
     assert starved_nodes(plan, given, set()) == []
+
+
+class _SeesEverything:
+    """An rclpy node stand-in that has discovered every endpoint."""
+
+    def count_publishers(self, topic):
+        return 1
+
+    def count_subscribers(self, topic):
+        return 9
+
+
+def test_graph_is_not_ready_until_each_node_reports_its_outputs_matched(seed):
+    plan = make_plan(load(seed.path))
+    ready = {"state": "ready"}
+    statuses = {
+        "preprocess": {**ready, "subscribers": {"/torch_pipeline/preprocess/obs": 1}},
+        "policy": {**ready, "subscribers": {"/torch_pipeline/policy/action": 1}},
+    }
+    late = unready(plan, _SeesEverything(), statuses, {})
+    assert late == ["/torch_pipeline/preprocess/obs (its publisher matched 1 of 2 subscriptions)"]
+    statuses["preprocess"]["subscribers"]["/torch_pipeline/preprocess/obs"] = 2
+    assert unready(plan, _SeesEverything(), statuses, {}) == []
 
 
 def test_harness_parameters_make_node_subscriptions_reliable_and_keep_the_users(seed, tmp_path):
@@ -136,6 +164,9 @@ def test_status_counts_every_run_of_every_node(graph):
     )
     status = graph.status()
     assert all(s["state"] == "ready" and s["errors"] == s["dropped"] == 0 for s in status.values())
+    # policy and the probe read obs, the probe reads action
+    assert status["preprocess"]["subscribers"] == {"/torch_pipeline/preprocess/obs": 2}
+    assert status["policy"]["subscribers"] == {"/torch_pipeline/policy/action": 1}
 
 
 def test_step_rejects_an_input_the_pipeline_does_not_have(graph):

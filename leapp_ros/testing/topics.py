@@ -64,10 +64,22 @@ def unready(
 ) -> list[str]:
     """What a graph still lacks before a test may use it: the nodes whose latest status
     (``statuses``) is not ``ready``, the topics of the probe's ``publishers`` (by absolute
-    topic) not yet matched with every subscribing node, and the output topics whose publisher
-    or subscribers rclpy ``node`` has not discovered yet."""
+    topic) not yet matched with every subscribing node, the output topics whose publisher
+    or subscribers rclpy ``node`` has not discovered yet, and the output topics whose node
+    reports fewer matched subscriptions than the subscribing nodes and the probe (a message
+    sent before a match is lost, which a graph with state or feedback cannot repeat)."""
     readers = subscribed_topics(plan)
     late = [n.name for n in plan.nodes if statuses.get(n.name, {}).get("state") != "ready"]
+    for plan_node in plan.nodes:
+        matched = statuses.get(plan_node.name, {}).get("subscribers")
+        if matched is None:  # not ready yet, or a node that does not report it
+            continue
+        for port in plan_node.outputs:
+            topic = plan.resolve(port.topic)
+            wanted = readers.get(topic, 0) + 1
+            if matched.get(topic, 0) < wanted:
+                late.append(f"{topic} (its publisher matched {matched.get(topic, 0)} of "
+                            f"{wanted} subscriptions)")  # fmt: skip
     late += [topic for topic, publisher in publishers.items()
              if publisher.get_subscription_count() < readers.get(topic, 0)]  # fmt: skip
     outputs = [plan.resolve(port.topic) for n in plan.nodes for port in n.outputs]
