@@ -74,12 +74,13 @@ def run_nodes(
             It raises :class:`~leapp.errors.LeappError` (or an rclpy name or parameter error)
             for a startup problem.
         whole_process: the nodes are this process's whole job (the executables' entry
-            points): once a stop signal arrived, further SIGINT / SIGTERM are ignored until the
-            process has exited. A terminal's Ctrl-C reaches ``ros2 launch`` and its children,
-            and launch then sends SIGINT again; without this, the second one could kill the
+            points): once a stop signal arrived, further SIGINTs are ignored until the process
+            has exited. A terminal's Ctrl-C reaches ``ros2 launch`` and its children, and
+            launch then sends SIGINT again; without this, the second one could kill the
             process with code -2 during interpreter shutdown (torch's takes about a second).
-            Leave it False when running inside another program (tests), whose handlers come
-            back.
+            SIGTERM keeps its default action, so a supervisor's escalation still ends a
+            process that does not exit. Leave it False when running inside another program
+            (tests), whose handlers come back.
 
     Returns:
         0 after a signal and a clean shutdown, 2 for a startup problem.
@@ -132,8 +133,8 @@ def _startup_errors() -> tuple[type[BaseException], ...]:
 @contextmanager
 def _stop_signals(keep_ignoring: bool = False) -> Iterator[list[int]]:
     """Within the block, SIGINT/SIGTERM append to the yielded list instead of interrupting;
-    the previous handlers come back afterwards, or with ``keep_ignoring`` both are ignored
-    from then on."""
+    the previous handlers come back afterwards (with ``keep_ignoring``, SIGINT is ignored
+    from then on instead)."""
     received: list[int] = []
     previous = {}
     if threading.current_thread() is not threading.main_thread():
@@ -145,4 +146,5 @@ def _stop_signals(keep_ignoring: bool = False) -> Iterator[list[int]]:
         yield received
     finally:
         for number, handler in previous.items():
-            signal.signal(number, signal.SIG_IGN if keep_ignoring else handler)
+            ignore = keep_ignoring and number == signal.SIGINT
+            signal.signal(number, signal.SIG_IGN if ignore else handler)
