@@ -27,7 +27,8 @@ class _Problems(list):  # type: ignore[type-arg]
 def check_wiring(spec: Spec, doubtful: AbstractSet[int] = frozenset()) -> list[str]:
     """Problems with the edges and the pipeline inputs/outputs, each ``"<yaml path>:
     <message>"``: they must name real ports, data flows must go forward, the two ends of an
-    edge must agree in dtype and shape, and every input must be fed exactly once.
+    edge must agree in dtype and shape, every input must be fed exactly once and every output
+    must be routed (to an edge or to the pipeline outputs).
 
     ``doubtful`` holds the ids of ports built from values already reported as invalid; edges
     touching them are not checked for agreement (that would report a consequence twice).
@@ -74,7 +75,25 @@ def check_wiring(spec: Spec, doubtful: AbstractSet[int] = frozenset()) -> list[s
                     f"expected {key} to be fed exactly once but found {len(fed_by)} feeds "
                     f"({', '.join(fed_by)}); keep one",
                 )
+    _check_routing(spec, problems)
     return list(problems)
+
+
+def _check_routing(spec: Spec, problems: _Problems) -> None:
+    """Every model output must go somewhere: to an edge or to the pipeline outputs."""
+    routed = {source for section in FLOW_KEYS for source in getattr(spec.pipeline, section)}
+    for model in spec.models:
+        listed = set(spec.pipeline.outputs.get(model.name, ()))
+        for i, port in enumerate(model.outputs):
+            key = f"{model.name}/{port.name}"
+            if key not in routed and port.name not in listed:
+                problems.add(
+                    f"models.{model.name}.outputs[{i}]",
+                    f"expected {key} in pipeline.outputs.{model.name}, pipeline.data_flow or "
+                    f"pipeline.feedback_flow but nothing routes it (node {model.name!r} has "
+                    f"unroutable outputs); add it to pipeline.outputs.{model.name}, or re-export "
+                    "if the YAML was edited by hand",
+                )
 
 
 def _backward_edge(source: str, target: str) -> str:
