@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -27,12 +28,16 @@ from leapp.errors import (
     GraphError,
     LeappError,
     PipelineError,
+    PortNameError,
+    PortTypeError,
+    SemanticsError,
     SessionError,
     SpecError,
     TraceError,
     ValidationError,
 )
 from leapp.graph.listing import format_graph
+from leapp.semantics import InputKindEnum, OutputKindEnum, TemporalAxis, TensorSemantics
 from leapp.session import start, stop
 from leapp.trace.array import TracedArray
 from leapp.trace.recorder import FrozenValueWarning
@@ -41,6 +46,7 @@ from leapp.version import __version__ as __version__
 
 if TYPE_CHECKING:
     from leapp.compilation import CompiledPipeline
+    from leapp.run.inference import InferenceManager
     from leapp.run.pipeline import Pipeline
 
 __all__ = [
@@ -48,11 +54,19 @@ __all__ = [
     "FrozenValueWarning",
     "GraphConfigs",
     "GraphError",
+    "InferenceManager",
+    "InputKindEnum",
     "LeappError",
+    "OutputKindEnum",
     "Pipeline",
     "PipelineError",
+    "PortNameError",
+    "PortTypeError",
+    "SemanticsError",
     "SessionError",
     "SpecError",
+    "TemporalAxis",
+    "TensorSemantics",
     "TraceError",
     "TracedArray",
     "TracedTensor",
@@ -63,6 +77,8 @@ __all__ = [
     "start",
     "stop",
 ]
+
+_logger = logging.getLogger(__name__)
 
 
 def compile_graph(
@@ -80,21 +96,21 @@ def compile_graph(
     ``<name>_examples.safetensors``. With ``validate`` every artifact is re-run on the values
     captured while tracing and compared within ``rtol``/``atol``; with ``strict`` a mismatch
     raises :class:`ValidationError` (else it is logged). ``graph_configs`` lands in
-    ``pipeline.configs`` (e.g. ``GraphConfigs(frequency=50)``). ``visualize=True`` (NVIDIA
-    LEAPP's pipeline picture) is refused: leapp draws no picture yet; print a node's graph
-    with :func:`format_graph` or read the spec's ``pipeline`` section instead.
+    ``pipeline.configs`` (e.g. ``GraphConfigs(frequency=50)``).
+
+    ``visualize=True`` also writes ``<name>.png`` next to the YAML, drawn from the spec just
+    written: one box per node (name, backend, input ports left, output ports right, each with
+    dtype and shape), in columns by data-flow depth; data edges solid, feedback edges and
+    states (a node's feedback to itself) dashed in their own colours; pipeline inputs and
+    outputs as tags with their ``node/port`` keys. Without it, a picture left by an earlier
+    export of the same pipeline is removed, so the folder never shows a stale one. To draw an
+    existing export: ``leapp.spec.picture.write_picture(leapp.spec.load(folder))``.
     """
-    if visualize:
-        raise LeappError(
-            "leapp.compile_graph(visualize=True): leapp does not draw the pipeline picture yet; "
-            "pass visualize=False (the default) and read the spec's pipeline section, or print "
-            "a node's graph with leapp.format_graph(compiled.graphs[node])."
-        )
     from leapp.compilation import compile_session
     from leapp.session import take_stopped
 
     session = take_stopped()
-    return compile_session(
+    compiled = compile_session(
         session,
         validate=validate,
         rtol=rtol,
@@ -102,6 +118,16 @@ def compile_graph(
         strict=strict,
         graph_configs=graph_configs,
     )
+    from leapp.spec.picture import write_picture
+
+    picture = compiled.path.with_name(f"{compiled.spec.name}.png")
+    if visualize:
+        write_picture(compiled.spec, picture)
+        _logger.info("pipeline %r: drew %s", compiled.spec.name, picture)
+    elif picture.is_file():
+        picture.unlink()
+        _logger.info("pipeline %r: removed the earlier picture %s", compiled.spec.name, picture)
+    return compiled
 
 
 def __getattr__(name: str) -> Any:
@@ -110,6 +136,10 @@ def __getattr__(name: str) -> Any:
         from leapp.run.pipeline import Pipeline
 
         return Pipeline
+    if name == "InferenceManager":  # NVIDIA LEAPP's runtime class, over Pipeline
+        from leapp.run.inference import InferenceManager
+
+        return InferenceManager
     if name == "spec":
         import importlib
 

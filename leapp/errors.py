@@ -11,6 +11,9 @@ __all__ = [
     "GraphError",
     "LeappError",
     "PipelineError",
+    "PortNameError",
+    "PortTypeError",
+    "SemanticsError",
     "SessionError",
     "SpecError",
     "TraceError",
@@ -32,6 +35,30 @@ class TraceError(LeappError):
 
 class GraphError(LeappError):
     """The recorded pipeline is inconsistent (duplicate names, mismatched edges, ...)."""
+
+
+class PortTypeError(TraceError, TypeError):
+    """A port was given a value of the wrong type (a bare tensor where a dict of named tensors
+    belongs, TensorSemantics mixed with raw tensors, a nested state, ...).
+
+    Also a ``TypeError``, as NVIDIA LEAPP raises for the same mistakes.
+    """
+
+
+class SemanticsError(TraceError, ValueError):
+    """A ``TensorSemantics`` or ``TemporalAxis`` holds a value that cannot describe its tensor
+    (element names that do not fit its shape, a non-positive period, ...).
+
+    Also a ``ValueError``, as NVIDIA LEAPP raises for the same mistakes.
+    """
+
+
+class PortNameError(GraphError, ValueError):
+    """Two ports of one node got the same name (two TensorSemantics with one name, or a
+    flattened container entry that collides with another port).
+
+    Also a ``ValueError``, as NVIDIA LEAPP raises for duplicate TensorSemantics names.
+    """
 
 
 class ExportError(LeappError):

@@ -21,6 +21,7 @@ ROOT = Path(leapp.__file__).resolve().parent
 # module; each unit may import units of lower layers only.
 LAYERS = (
     ("leapp.errors", "leapp.version"),
+    ("leapp.semantics",),  # TensorSemantics: what a port means, for the tracer and the API
     ("leapp.numpy",),  # the table of NumPy calls and their torch equivalents
     ("leapp.trace",),  # the recorder
     ("leapp.graph",),  # per-node graphs, edges between nodes
