@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,9 +42,14 @@ class GraphConfigs:
         return values
 
 
-@dataclass(frozen=True)
-class CompiledPipeline:
-    """What ``compile_graph`` produced: the spec (with its path), graphs, validation report."""
+@dataclass(frozen=True, eq=False)
+class CompiledPipeline(Mapping[str, bool]):
+    """What ``compile_graph`` produced: the spec (with its path), graphs, validation report.
+
+    It also reads as NVIDIA LEAPP's result, ``{node: passed}`` over the validated nodes
+    (``all(leapp.compile_graph().values())``), and is truthy unless an artifact failed
+    validation (only possible with ``strict=False``).
+    """
 
     spec: Any  # leapp.spec.Spec
     graphs: Mapping[str, fx.GraphModule]  # as recorded (pruned), for reading
@@ -54,6 +59,31 @@ class CompiledPipeline:
     @property
     def path(self) -> Path:
         return self.spec.path
+
+    @property
+    def _passed(self) -> dict[str, bool]:
+        if self.report is None:
+            return {}
+        failed = {failure.node for failure in self.report.failures}
+        return {node: node not in failed for node in self.report.checked}
+
+    def __getitem__(self, node: str) -> bool:
+        passed = self._passed
+        if node not in passed:
+            raise KeyError(
+                f"node {node!r} was not validated (validated: {sorted(passed)}); nodes without "
+                "artifact or samples, and every node with validate=False, are not in the result"
+            )
+        return passed[node]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._passed)
+
+    def __len__(self) -> int:
+        return len(self._passed)
+
+    def __bool__(self) -> bool:
+        return self.report is None or self.report.ok
 
 
 def compile_session(

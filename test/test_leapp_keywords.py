@@ -111,6 +111,27 @@ def test_compile_graph_without_validation_writes_the_export_without_a_report(tmp
     assert_matches_eager(compiled, _double_plus_one, lambda: {"x": torch.randn(3)})
 
 
+def test_compile_graph_result_reads_as_leapps_node_to_passed_dict(tmp_path):
+    leapp.start("pipe", save_path=tmp_path)
+    x = annotate.input_tensors("steady", {"x": torch.randn(3)})
+    annotate.output_tensors("steady", {"y": _double_plus_one(x)})
+    x = annotate.input_tensors("noisy", {"x": torch.randn(3)})
+    annotate.output_tensors("noisy", {"y": x + torch.rand_like(x)})  # differs on every run
+    leapp.stop()
+    compiled = leapp.compile_graph(strict=False)
+    assert dict(compiled) == {"steady": True, "noisy": False}
+    assert not all(compiled.values()) and not compiled
+    with pytest.raises(KeyError, match="not validated"):
+        compiled["absent"]
+
+    _run_node(tmp_path)
+    validated = leapp.compile_graph()
+    assert dict(validated) == {"node": True} and validated and all(validated.values())
+    _run_node(tmp_path)
+    unvalidated = leapp.compile_graph(validate=False)
+    assert dict(unvalidated) == {} and bool(unvalidated)
+
+
 def test_compile_graph_visualize_is_refused_and_keeps_the_session(tmp_path):
     _run_node(tmp_path)
     with pytest.raises(leapp.LeappError, match="visualize"):
@@ -126,6 +147,9 @@ def test_compile_graph_visualize_is_refused_and_keeps_the_session(tmp_path):
         ("jit-trace", "jit", ".pt"),
         ("jit-script", "jit", ".pt"),
         ("onnx-torchscript", "onnx", ".onnx"),
+        ("onnx-dynamo", "onnx", ".onnx"),
+        ("exported-program", "pt2", ".pt2"),
+        ("torch", "jit", ".pt"),
     ],
 )
 def test_leapp_backend_names_export_as_the_backend_readers_know(tmp_path, name, backend, suffix):

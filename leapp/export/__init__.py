@@ -52,12 +52,17 @@ ALIASES: Mapping[str, tuple[str, str | None]] = types.MappingProxyType(
         "jit-script": ("jit", "script"),
         "jit-trace": ("jit", "trace"),
         "onnx-torchscript": ("onnx", None),
+        "onnx-dynamo": ("onnx", None),
+        "exported-program": ("pt2", None),
+        "torch": ("jit", None),
     }
 )
 """NVIDIA LEAPP's backend names: ``name -> (backend, TorchScript mode)``. ``"jit-script"`` is
-``torch.jit.script`` only, ``"jit-trace"`` is ``torch.jit.trace`` only (``"jit"`` scripts and
-falls back to tracing); ``"onnx-torchscript"`` is our ONNX exporter, which is the TorchScript-based
-one. The artifact and the spec record the backend (``jit`` / ``onnx``) every reader knows."""
+``torch.jit.script`` only, ``"jit-trace"`` is ``torch.jit.trace`` only (``"jit"`` and LEAPP's
+older ``"torch"`` script and fall back to tracing); ``"onnx-torchscript"`` and ``"onnx-dynamo"``
+are our ONNX exporter (TorchScript-based, the one that runs on this torch), ``"exported-program"``
+is ``pt2``. The artifact and the spec record the backend (``jit`` / ``onnx`` / ``pt2``) every
+reader knows."""
 
 
 @dataclass(frozen=True)
