@@ -132,14 +132,6 @@ def test_compile_graph_result_reads_as_leapps_node_to_passed_dict(tmp_path):
     assert dict(unvalidated) == {} and bool(unvalidated)
 
 
-def test_compile_graph_visualize_is_refused_and_keeps_the_session(tmp_path):
-    _run_node(tmp_path)
-    with pytest.raises(leapp.LeappError, match="visualize"):
-        leapp.compile_graph(visualize=True)
-    compiled = leapp.compile_graph(visualize=False)
-    assert compiled.spec.model("node").parameters.backend == "jit"
-
-
 # ------------------------------------------------------------------------------ export_with names
 @pytest.mark.parametrize(
     ("name", "backend", "suffix"),
