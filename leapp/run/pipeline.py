@@ -12,7 +12,8 @@ them in producer-before-consumer order on each :meth:`Pipeline.step`::
     out["policy/action"]                                       # every output of every node
 
 State and feedback inputs start from the export's initial values and take, on each step, what
-their producers published on the previous one; :meth:`Pipeline.reset` starts them over.
+their producers published on the previous one; :meth:`Pipeline.reset` starts them over, and
+:attr:`Pipeline.feedback` / :meth:`Pipeline.set_feedback` read and replace them.
 Everything a step needs (order, port lists, expected shapes and dtypes) is computed at load; a
 step only checks each external input's shape and dtype and calls the models.
 """
@@ -58,6 +59,12 @@ class Pipeline:
         # values at load and after reset(), then what the producers published last tick.
         self._initial = _initial_values(spec)
         self._feedback: dict[str, torch.Tensor] = {}
+        self._feedback_checks = {
+            key: port_check(f"{spec.name} feedback input", port, key)
+            for model in spec.models
+            for port in model.inputs
+            if (key := f"{model.name}/{port.name}") in self._initial
+        }
         self._feedback_edges = tuple(
             (producer, consumer)
             for producer, consumers in spec.pipeline.feedback_flow.items()
@@ -88,6 +95,31 @@ class Pipeline:
         """Put every state and feedback input back to its initial value."""
         self._feedback.clear()
         self._feedback.update({key: value.clone() for key, value in self._initial.items()})
+
+    @property
+    def feedback(self) -> dict[str, torch.Tensor]:
+        """What the next :meth:`step` feeds each state and feedback input, keyed
+        ``"node/port"``: the initial values after load and :meth:`reset`, then what their
+        producers published on the last step."""
+        return dict(self._feedback)
+
+    def set_feedback(self, values: Mapping[str, torch.Tensor]) -> None:
+        """Replace what the next :meth:`step` feeds some state or feedback inputs.
+
+        Raises:
+            PipelineError: a key that is no state or feedback input, or a value of the wrong
+                shape or dtype; the message names the port.
+        """
+        unknown = sorted(set(values) - self._feedback_checks.keys())
+        if unknown:
+            raise PipelineError(
+                f"pipeline {self._spec.name!r}: {unknown} are no state or feedback inputs; "
+                f"set_feedback() takes some of {sorted(self._feedback_checks)}"
+            )
+        for key, value in values.items():
+            _, dtype, shape = self._feedback_checks[key]
+            check_value(key, value, dtype, shape)
+        self._feedback.update(values)
 
     @property
     def spec(self) -> Spec:
