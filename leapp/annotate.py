@@ -21,14 +21,14 @@ annotated code runs in production untouched.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-import torch
-
 from leapp.errors import TraceError
+from leapp.semantics import TensorSemantics
 from leapp.session import active_session
 from leapp.trace import ports as port_names
+from leapp.trace.payload import read_payload
 
 __all__ = ["input_tensors", "method", "output_tensors", "state_tensors", "update_state"]
 
@@ -105,75 +105,92 @@ def method(
     return decorate
 
 
-def input_tensors(node: str, tensors: Mapping[str, torch.Tensor]) -> Any:
+def input_tensors(node: str, tensors: Any) -> Any:
     """Declare inputs of ``node`` and return their traced values.
 
-    Returns one value when ``tensors`` has one entry, else a tuple in dict order. May be called
-    several times for a node before ``output_tensors`` closes it. A value published by another
-    node's ``output_tensors`` becomes an edge between the two nodes.
+    ``tensors`` is a dict ``{name: tensor}``, a :class:`~leapp.TensorSemantics` or a list of
+    them (the port's ``kind``, ``element_names``, ... go into the spec). A value may be a dict,
+    list or tuple of tensors, nested as deep as you like: each tensor is one port named by its
+    path (``{"group": {"x": a}}`` is ``group_x``, ``{"batch": [a, b]}`` is ``batch_0`` and
+    ``batch_1``), and comes back in the same structure.
+
+    Returns one entry's value when ``tensors`` has one entry (a traced tensor, or the rebuilt
+    dict/list/tuple), else a tuple of them in order. May be called several times for a node
+    before ``output_tensors`` closes it. A value published by another node's
+    ``output_tensors`` becomes an edge between the two nodes.
     """
-    values = _check_mapping("input_tensors", node, tensors)
+    payload = read_payload("input_tensors", node, tensors)
     session = active_session()
-    if session is not None:
-        values = session.input_tensors(node, tensors)
-    return values[0] if len(values) == 1 else values
+    if session is None:
+        return payload.given()
+    traced = session.input_tensors(node, payload.ports, semantics=payload.semantics)
+    return payload.restructured(traced)
 
 
-def state_tensors(node: str, tensors: Mapping[str, torch.Tensor]) -> Any:
+def state_tensors(node: str, tensors: Any) -> Any:
     """Declare recurrent state of ``node`` (a GRU/LSTM hidden state, a filter memory).
 
     Pass the current value: the initial value on the first tick, then what the previous tick
     handed to :func:`update_state`. Returns the traced values like :func:`input_tensors`. Each
     state is an input and an output of the node, wired as a ``feedback_flow`` edge from the node
-    to itself; its first value is saved as the initial value (``<name>_initial_values``).
+    to itself; its first value is saved as the initial value (``<name>_initial_values``). Each
+    state is one named tensor (a dict, a TensorSemantics or a list of them); a nested
+    container is refused.
     """
-    values = _check_mapping("state_tensors", node, tensors)
+    payload = read_payload("state_tensors", node, tensors, nested=False)
     session = active_session()
-    if session is not None:
-        values = session.input_tensors(node, tensors, state=True)
-    return values[0] if len(values) == 1 else values
+    if session is None:
+        return payload.given()
+    traced = session.input_tensors(node, payload.ports, state=True, semantics=payload.semantics)
+    return payload.restructured(traced)
 
 
-def update_state(node: str, tensors: Mapping[str, torch.Tensor]) -> Any:
+def update_state(node: str, tensors: Any) -> Any:
     """Give every state of ``node`` its next value; call before :func:`output_tensors`.
 
     Returns the values given (one, or a tuple in dict order), to pass to
     :func:`state_tensors` on the next tick.
     """
-    values = _check_mapping("update_state", node, tensors)
+    payload = read_payload("update_state", node, tensors, nested=False)
     session = active_session()
     if session is not None:
-        session.update_state(node, tensors)
-    return values[0] if len(values) == 1 else values
+        session.update_state(node, payload.ports, payload.semantics)
+    return payload.given()
 
 
 def output_tensors(
     node: str,
-    tensors: Mapping[str, torch.Tensor],
+    tensors: Any,
     export_with: Any = "jit",
-    static_outputs: Mapping[str, torch.Tensor] | Iterable[str] | None = None,
+    static_outputs: Any = None,
 ) -> Any:
     """Declare the outputs of ``node``, close it, and return the values given (one or a tuple).
 
-    ``export_with`` picks the artifact: ``"jit"`` (TorchScript ``<node>.pt``), ``"onnx"``,
-    ``"pt2"`` (``torch.export``), ``None`` (record the node, export nothing) or the path of an
-    artifact you built yourself. ``static_outputs`` declares outputs that do not depend on the
-    inputs (gains, limits): a mapping ``{name: tensor}`` of extra constant outputs, or the names
-    of entries of ``tensors`` that are constants.
+    ``tensors`` takes the forms :func:`input_tensors` takes (nested containers are flattened
+    into one port per tensor the same way). ``export_with`` picks the artifact: ``"jit"``
+    (TorchScript ``<node>.pt``), ``"onnx"``, ``"pt2"`` (``torch.export``), ``None`` (record the
+    node, export nothing) or the path of an artifact you built yourself. ``static_outputs``
+    declares outputs that do not depend on the inputs (gains, limits): a mapping ``{name:
+    tensor}`` (or TensorSemantics) of extra constant outputs, or the names of entries of
+    ``tensors`` that are constants.
     """
-    values = _check_mapping("output_tensors", node, tensors)
+    payload = read_payload("output_tensors", node, tensors)
     session = active_session()
     if session is not None:
-        session.output_tensors(node, tensors, export_with, static_outputs)
-    return values[0] if len(values) == 1 else values
-
-
-def _check_mapping(where: str, node: Any, tensors: Any) -> tuple[Any, ...]:
-    if not isinstance(node, str):
-        raise TraceError(f"annotate.{where}: the node name must be a str, got {node!r}.")
-    if not isinstance(tensors, Mapping) or not tensors:
-        raise TraceError(
-            f"annotate.{where}({node!r}, ...): pass a non-empty dict {{name: tensor}}, got "
-            f"{type(tensors).__name__}."
+        semantics = dict(payload.semantics)
+        if _holds_tensors(static_outputs):
+            constants = read_payload("output_tensors static_outputs", node, static_outputs)
+            static_outputs, semantics = constants.ports, {**semantics, **constants.semantics}
+        session.output_tensors(
+            node, payload.ports, export_with, static_outputs, semantics=semantics
         )
-    return tuple(tensors.values())
+    return payload.given()
+
+
+def _holds_tensors(static_outputs: Any) -> bool:
+    """Whether ``static_outputs`` gives constant tensors (not the names of outputs)."""
+    if isinstance(static_outputs, (Mapping, TensorSemantics)):
+        return True
+    return isinstance(static_outputs, (list, tuple)) and any(
+        isinstance(item, TensorSemantics) for item in static_outputs
+    )

@@ -165,8 +165,14 @@ def _model_spec(spec_module, trace: NodeTrace, prepared: ExportGraph, artifact, 
         md5, sha256 = spec_module.file_checksums(directory / artifact.model_path)
     return spec_module.ModelSpec(
         name=trace.node,
-        inputs=tuple(_port(spec_module, n, trace.input_examples[n]) for n in prepared.inputs),
-        outputs=tuple(_port(spec_module, n, trace.output_examples[n]) for n in prepared.outputs),
+        inputs=tuple(
+            _port(spec_module, n, trace.input_examples[n], trace.input_semantics.get(n))
+            for n in prepared.inputs
+        ),
+        outputs=tuple(
+            _port(spec_module, n, trace.output_examples[n], trace.output_semantics.get(n))
+            for n in prepared.outputs
+        ),
         parameters=spec_module.ModelParameters(
             model_path=artifact.model_path,
             md5sum=md5,
@@ -179,10 +185,25 @@ def _model_spec(spec_module, trace: NodeTrace, prepared: ExportGraph, artifact, 
     )
 
 
-def _port(spec_module, name: str, example: torch.Tensor):
+def _port(spec_module, name: str, example: torch.Tensor, semantics: Mapping[str, Any] | None):
+    """The port's spec entry; ``semantics`` (a TensorSemantics's spec fields) adds ``kind``,
+    ``element_names``, ``temporal_period_ms`` and its extra fields."""
+    fields = dict(semantics or {})
+    names = fields.pop("element_names", None)
+    period = fields.pop("temporal_period_ms", None)
     return spec_module.TensorSpec(
-        name=name, dtype=str(example.dtype).removeprefix("torch."), shape=tuple(example.shape)
+        name=name,
+        dtype=str(example.dtype).removeprefix("torch."),
+        shape=tuple(example.shape),
+        kind=fields.pop("kind", None),
+        element_names=None if names is None else tuple(map(_axis_names, names)),
+        temporal_period_ms=None if period is None else float(period),
+        extra=fields,
     )
+
+
+def _axis_names(entry: Any) -> Any:
+    return tuple(entry) if isinstance(entry, list) else entry  # a marker string or None as is
 
 
 def _pipeline_spec(spec_module, recording, firsts, graphs, graph_configs):

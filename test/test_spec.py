@@ -637,9 +637,10 @@ pipeline:
 
     assert_problems(
         caught.value,
-        r"models\.a\.inputs\[0\]\.element_names\[1\]: expected 2 names or a marker",
+        r"models\.a\.inputs\[0\]\.element_names\[1\]: expected 2 names \(axis 1 of shape "
+        r"\[4, 2\]\) or a marker .* \(port 'x'\)",
         r"models\.a\.outputs\[0\]\.element_names: expected a list with one entry per axis of "
-        r"shape \[2\] but found \['l', 'r'\]",
+        r"shape \[2\], or fewer for the last axes, but found \['l', 'r'\] \(port 'y'\)",
     )
 
 

@@ -326,26 +326,30 @@ def _parse_port(entry: _Entry) -> TensorSpec | None:
 
 
 def _parse_element_names(port: _Entry, shape: list[int] | None) -> tuple[Any, ...] | None:
-    """One entry per axis: ``shape[axis]`` names, or a marker string like __temporal_axis__."""
+    """One entry per named axis, counted from the last axis (so ``[[x, y, z]]`` names the last
+    axis of a ``[1, 3]`` port, as NVIDIA's leapp writes it): ``shape[axis]`` names, a marker
+    string like __temporal_axis__, or null."""
     value = port.items.get("element_names")
     where = f"{port.where}.element_names"
     if value is None or shape is None:
         return None
-    if not isinstance(value, list) or len(value) != len(shape):
-        expected = f"a list with one entry per axis of shape {shape}"
-        port.problems.add(where, f"expected {expected} but found {_found(value)}")
+    of_port = f" (port {port.items.get('name')!r})"
+    if not isinstance(value, list) or not value or len(value) > len(shape):
+        expected = f"a list with one entry per axis of shape {shape}, or fewer for the last axes,"
+        port.problems.add(where, f"expected {expected} but found {_found(value)}{of_port}")
         return None
     axes: list[Any] = []
-    for axis, (names, size) in enumerate(zip(value, shape, strict=True)):
+    first = len(shape) - len(value)
+    for entry, (names, size) in enumerate(zip(value, shape[first:], strict=True)):
         if names is None or isinstance(names, str):
             axes.append(names)
         elif isinstance(names, list) and len(names) == size and all(map(_is_text, names)):
             axes.append(tuple(names))
         else:
             port.problems.add(
-                f"{where}[{axis}]",
-                f"expected {size} names or a marker such as __temporal_axis__ but found "
-                f"{_found(names)}",
+                f"{where}[{entry}]",
+                f"expected {size} names (axis {first + entry} of shape {shape}) or a marker "
+                f"such as __temporal_axis__ but found {_found(names)}{of_port}",
             )
             return None
     return tuple(axes)

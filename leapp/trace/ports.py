@@ -1,17 +1,24 @@
-"""Port names of a function recorded as one node by ``annotate.method``.
+"""Port names: nested containers flattened into named ports, and ``annotate.method``'s ports.
 
-- Inputs are the arguments a call actually passes, named after their parameters. Parameters
-  left at their defaults are not inputs (an untraced default tensor is frozen as a constant, as
-  any tensor that never passed through an input). Non-tensor arguments (ints, floats, modules,
-  ``self``) stay plain Python values. A tensor inside ``*args`` or inside a list/tuple
-  argument is the input ``<parameter>_<index>`` (``*obs`` called with ``(a, 2, b)`` gives
-  ``obs_0`` and ``obs_2``), a tensor inside a dict argument ``<parameter>_<key>``; a tensor
-  passed through ``**kwargs`` is named after its keyword.
-- Outputs are named from the function's ``return`` statements: ``return a, b`` gives ``a`` and
-  ``b``; a returned value that is not a plain name is ``output<position>`` (counting from 1);
-  without readable source every output is ``output<position>``. Several ``return`` statements
-  must return the same number of values; a position gets a name only where every statement
-  agrees on it. A returned dict names its outputs by its keys.
+- A container of tensors is one port per tensor, named by its path (NVIDIA LEAPP's rule,
+  :func:`flatten`): a list/tuple item is ``<name>_<index>``, a dict item ``<name>_<key>``,
+  recursively, so ``{"group": {"x": a, "y": b}}`` is ``group_x``, ``group_y`` and
+  ``{"batch": [a, b]}`` is ``batch_0``, ``batch_1``. :func:`rebuild` puts traced values back
+  into the same structure (a list stays a list, a tuple a tuple, a dict a dict).
+- ``annotate.method`` inputs are the arguments a call actually passes, named after their
+  parameters. Parameters left at their defaults are not inputs (an untraced default tensor is
+  frozen as a constant, as any tensor that never passed through an input). Non-tensor
+  arguments (ints, floats, modules, ``self``) stay plain Python values. Tensors inside a
+  list/tuple/dict argument (or ``*args``) are flattened as above (``*obs`` called with
+  ``(a, 2, b)`` gives ``obs_0`` and ``obs_2``); a tensor passed through ``**kwargs`` is named
+  after its keyword.
+- ``annotate.method`` outputs are named from the function's ``return`` statements: ``return
+  a, b`` gives ``a`` and ``b``; a returned value that is not a plain name is
+  ``output<position>`` (counting from 1); without readable source every output is
+  ``output<position>``. Several ``return`` statements must return the same number of values;
+  a position gets a name only where every statement agrees on it. A returned container is
+  flattened under its name (``return parts`` with a list gives ``parts_0``, ``parts_1``; a
+  returned dict literal gives ``output1_<key>``), as NVIDIA LEAPP names them.
 """
 
 from __future__ import annotations
@@ -28,14 +35,87 @@ from typing import Any
 import numpy as np
 import torch
 
-from leapp.errors import TraceError
+from leapp.errors import PortNameError, TraceError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FunctionPorts", "bind_inputs", "function_ports", "output_ports"]
+__all__ = [
+    "FunctionPorts",
+    "Leaf",
+    "bind_inputs",
+    "flatten",
+    "function_ports",
+    "is_container",
+    "output_ports",
+    "rebuild",
+]
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One value inside a (possibly nested) container, and the port it becomes."""
+
+    port: str  # "<name>_<key or index>_..."
+    path: tuple[Any, ...]  # the keys and indices leading to it from the top-level value
+    value: Any
+
+    def where(self, name: str) -> str:
+        """The path as Python would write it: ``group['x']``, ``batch[0]``."""
+        return name + "".join(f"[{key!r}]" for key in self.path)
+
+
+def is_container(value: Any) -> bool:
+    """Whether ``value`` is flattened into several ports: a dict, list or tuple."""
+    return isinstance(value, (Mapping, list, tuple))
+
+
+def flatten(value: Any, name: str) -> list[Leaf]:
+    """The leaves of ``value`` (anything but a dict, list or tuple), named by their paths.
+
+    An empty container has no leaves.
+    """
+    leaves: list[Leaf] = []
+
+    def visit(item: Any, port: str, path: tuple[Any, ...]) -> None:
+        if isinstance(item, Mapping):
+            for key, child in item.items():
+                visit(child, f"{port}_{key}", (*path, key))
+        elif isinstance(item, (list, tuple)):
+            for index, child in enumerate(item):
+                visit(child, f"{port}_{index}", (*path, index))
+        else:
+            leaves.append(Leaf(port, path, item))
+
+    visit(value, name, ())
+    return leaves
+
+
+def rebuild(value: Any, replacements: Mapping[tuple[Any, ...], Any]) -> Any:
+    """``value`` with the leaf at every path of ``replacements`` replaced; containers are
+    rebuilt with their own type (a named tuple stays one)."""
+
+    def visit(item: Any, path: tuple[Any, ...]) -> Any:
+        if isinstance(item, Mapping):
+            pairs = [(key, visit(child, (*path, key))) for key, child in item.items()]
+            return _same_type(item, pairs, dict)
+        if isinstance(item, (list, tuple)):
+            children = [visit(child, (*path, i)) for i, child in enumerate(item)]
+            if hasattr(item, "_fields"):  # a NamedTuple
+                return type(item)(*children)
+            return _same_type(item, children, list if isinstance(item, list) else tuple)
+        return replacements.get(path, item)
+
+    return visit(value, ())
+
+
+def _same_type(original: Any, contents: list, fallback: type) -> Any:
+    try:
+        return type(original)(contents)
+    except TypeError:  # a container type that cannot be built from its contents
+        return fallback(contents)
 
 
 @dataclass(frozen=True)
@@ -72,7 +152,7 @@ def bind_inputs(ports: FunctionPorts, args: tuple, kwargs: dict) -> BoundCall | 
     function itself then raises Python's TypeError)."""
     if ports.signature is None:
         named = {f"arg_{i}": a for i, a in enumerate(args)} | dict(kwargs)
-        inputs, slots = _tensor_slots(named)
+        inputs, slots = _tensor_slots(ports.node, named)
 
         def rebuild_plain(traced):
             values = _replace(named, slots, traced)
@@ -86,7 +166,7 @@ def bind_inputs(ports: FunctionPorts, args: tuple, kwargs: dict) -> BoundCall | 
     except TypeError:
         return None
     kinds = {name: p.kind for name, p in ports.signature.parameters.items()}
-    inputs, slots = _tensor_slots(bound.arguments, kinds)
+    inputs, slots = _tensor_slots(ports.node, bound.arguments, kinds)
 
     def rebuild(traced):
         bound.arguments.update(_replace(bound.arguments, slots, traced))
@@ -96,30 +176,35 @@ def bind_inputs(ports: FunctionPorts, args: tuple, kwargs: dict) -> BoundCall | 
 
 
 def output_ports(ports: FunctionPorts, result: Any) -> dict[str, Any]:
-    """``{port: value}`` for the tensors (or arrays) ``result`` holds."""
-    if isinstance(result, Mapping):
-        values = dict(result)
+    """``{port: value}`` for the tensors (or arrays) ``result`` holds, containers flattened."""
+    names = ports.output_names
+    several = isinstance(result, tuple) or (
+        isinstance(result, list) and (names is None or len(names) > 1)
+    )
+    if several and names is not None and len(names) == len(result):
+        named = list(zip(names, result, strict=True))
+    elif several and names is not None and len(names) == 1:
+        named = [(names[0], result)]  # ``return pair``: one value that is a tuple
+    elif several:
+        if names is not None:
+            logger.debug(
+                "node %s: returned %d values where its source names %s; naming by position",
+                ports.node,
+                len(result),
+                list(names),
+            )
+        named = [(f"output{i + 1}", item) for i, item in enumerate(result)]
     else:
-        items = list(result) if isinstance(result, (tuple, list)) else [result]
-        names = ports.output_names
-        if names is None or len(names) != len(items):
-            if names is not None:
-                logger.debug(
-                    "node %s: returned %d values where its source names %s; naming by position",
-                    ports.node,
-                    len(items),
-                    list(names),
-                )
-            names = tuple(f"output{i + 1}" for i in range(len(items)))
-        values = dict(zip(names, items, strict=True))
-    tensors = {k: v for k, v in values.items() if _is_tensor(v)}
+        named = [(names[0] if names is not None and len(names) == 1 else "output1", result)]
+    found = [(leaf.where(name), leaf, None) for name, v in named for leaf in flatten(v, name)]
+    tensors = _unique_ports(ports.node, "returned value", found)
     if not tensors:
         raise TraceError(
             f"node {ports.node!r}: the function decorated with annotate.method returned "
             f"{type(result).__name__}, which holds no torch.Tensor or np.ndarray; a node must "
             "return at least one tensor."
         )
-    return tensors
+    return {port: leaf.value for port, (leaf, _) in tensors.items()}
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -127,46 +212,52 @@ def _is_tensor(value: Any) -> bool:
     return isinstance(value, (torch.Tensor, np.ndarray))
 
 
-def _tensor_slots(arguments: Mapping[str, Any], kinds: Mapping[str, Any] | None = None):
-    """``({port: tensor}, [(port, parameter, key)])``: key None for a plain argument, an index
-    into a sequence, or a keyword of ``**kwargs``."""
-    inputs: dict[str, Any] = {}
-    slots: list[tuple[str, str, Any]] = []
+def _tensor_slots(node: str, arguments: Mapping[str, Any], kinds: Mapping[str, Any] | None = None):
+    """``({port: tensor}, [(parameter, path)])``: where each tensor sits in the arguments."""
+    found: list[tuple[str, Leaf, str]] = []
     for parameter, value in arguments.items():
         kind = kinds.get(parameter) if kinds else None
-        if kind is inspect.Parameter.VAR_KEYWORD:
-            entries = [(key, key, item) for key, item in value.items()]
-        elif isinstance(value, Mapping):
-            entries = [(f"{parameter}_{key}", key, item) for key, item in value.items()]
-        elif isinstance(value, (tuple, list)) and not _is_tensor(value):
-            entries = [(f"{parameter}_{i}", i, item) for i, item in enumerate(value)]
+        if kind is inspect.Parameter.VAR_KEYWORD:  # named after the keyword, not "kwargs"
+            leaves = [
+                Leaf(leaf.port, (key, *leaf.path), leaf.value)
+                for key, item in value.items()
+                for leaf in flatten(item, key)
+            ]
         else:
-            entries = [(parameter, None, value)]
-        for port, key, item in entries:
-            if _is_tensor(item):
-                inputs[port] = item
-                slots.append((port, parameter, key))
-    return inputs, slots
+            leaves = flatten(value, parameter)
+        found += [(leaf.where(parameter), leaf, parameter) for leaf in leaves]
+    slots = _unique_ports(node, "argument", found)
+    inputs = {port: leaf.value for port, (leaf, _) in slots.items()}
+    return inputs, [(parameter, leaf.path) for leaf, parameter in slots.values()]
+
+
+def _unique_ports(node: str, role: str, found: list[tuple[str, Leaf, Any]]) -> dict[str, Any]:
+    """``{port: (leaf, tag)}`` for the tensors among ``found`` (``(where, leaf, tag)``
+    entries); two tensors that would share a port name are refused."""
+    ports: dict[str, Any] = {}
+    seen: dict[str, str] = {}
+    for where, leaf, tag in found:
+        if not _is_tensor(leaf.value):
+            continue
+        if leaf.port in ports:
+            raise PortNameError(
+                f"node {node!r}: the {role}s {seen[leaf.port]} and {where} of the function "
+                f"decorated with annotate.method both become the port {leaf.port!r} "
+                "(containers are flattened to <name>_<key or index>); rename one of them."
+            )
+        ports[leaf.port] = (leaf, tag)
+        seen[leaf.port] = where
+    return ports
 
 
 def _replace(arguments: Mapping[str, Any], slots, traced: tuple) -> dict[str, Any]:
     """``arguments`` with the value in every slot replaced by its traced counterpart."""
+    replacements: dict[str, dict[tuple[Any, ...], Any]] = {}
+    for (parameter, path), new in zip(slots, traced, strict=True):
+        replacements.setdefault(parameter, {})[path] = new
     values = dict(arguments)
-    for (_, parameter, key), new in zip(slots, traced, strict=True):
-        if key is None:
-            values[parameter] = new
-        elif isinstance(values[parameter], Mapping):
-            values[parameter] = {**values[parameter], key: new}
-        else:
-            container = list(values[parameter])
-            container[key] = new
-            was = arguments[parameter]
-            if isinstance(was, list):
-                values[parameter] = container
-            elif hasattr(was, "_fields"):  # a NamedTuple
-                values[parameter] = type(was)(*container)
-            else:
-                values[parameter] = type(was)(container)
+    for parameter, paths in replacements.items():
+        values[parameter] = rebuild(arguments[parameter], paths)
     return values
 
 

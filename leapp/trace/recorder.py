@@ -79,6 +79,9 @@ class NodeTrace:
         self.backend_params: dict[str, Any] = {}  # annotate.method(backend_params=...), stored
         self.state_ports: list[str] = []  # inputs declared with annotate.state_tensors
         self.state_updates: dict[str, tuple[fx.Node, torch.Tensor]] = {}
+        # TensorSemantics given for a port: its spec fields (kind, element_names, ...)
+        self.input_semantics: dict[str, dict[str, Any]] = {}
+        self.output_semantics: dict[str, dict[str, Any]] = {}
         self._constants: dict[tuple[int, int], tuple[torch.Tensor, fx.Node]] = {}
         self._adopted: list[torch.Tensor] = []
 

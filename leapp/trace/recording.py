@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from leapp.errors import ExportError, GraphError, SessionError, TraceError
+from leapp.errors import ExportError, GraphError, PortTypeError, SessionError, TraceError
 from leapp.trace import crossing
 from leapp.trace.array import port_tensor, port_tensors
 from leapp.trace.handover import derived_from
@@ -91,8 +91,14 @@ class Recording:
 
     # ------------------------------------------------------------------------- inputs
     def input_tensors(
-        self, node: str, tensors: Mapping[str, Any], *, state: bool = False
+        self,
+        node: str,
+        tensors: Mapping[str, Any],
+        *,
+        state: bool = False,
+        semantics: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> tuple[TracedTensor, ...]:
+        """Declare inputs (``semantics``: spec fields of the ports given TensorSemantics)."""
         trace = self.open.get(node) or self.open_node(node)
         traced = []
         for port, value in tensors.items():
@@ -103,18 +109,25 @@ class Recording:
                     f"{user_location()}); give each input of a node its own name."
                 )
             if not isinstance(value, (torch.Tensor, np.ndarray)):
-                raise TraceError(
+                raise PortTypeError(
                     f"node {node!r}: input {port!r} at {user_location()} is a "
                     f"{type(value).__name__}, not a torch.Tensor or np.ndarray; convert it with "
                     "torch.as_tensor(...) or np.asarray(...) before annotate.input_tensors."
                 )
             source = self._source(trace, port, port_tensor(value))
             traced.append(trace.add_input(port, value, source))
+            if semantics and port in semantics:
+                trace.input_semantics[port] = dict(semantics[port])
             if state:
                 trace.state_ports.append(port)
         return tuple(traced)
 
-    def update_state(self, node: str, tensors: Mapping[str, Any]) -> None:
+    def update_state(
+        self,
+        node: str,
+        tensors: Mapping[str, Any],
+        semantics: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
         tensors = port_tensors(tensors)  # traced NumPy arrays as their torch values
         trace = self.open.get(node)
         where = user_location()
@@ -139,6 +152,8 @@ class Recording:
                 self._output_node(trace, port, value, False, where),
                 value,
             )
+            if semantics and port in semantics:
+                trace.output_semantics[port] = dict(semantics[port])
 
     def _source(self, trace: NodeTrace, port: str, value: torch.Tensor) -> PortSource | None:
         """The published output ``value`` came from, or None for an external input."""
@@ -183,7 +198,11 @@ class Recording:
         export_with: Any,
         static_outputs: Mapping[str, torch.Tensor] | Iterable[str] | None,
         backend_params: Mapping[str, Any] | None = None,
+        *,
+        semantics: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
+        """Close the node (``semantics``: spec fields of the ports given TensorSemantics; a
+        state's output port has its state's unless update_state gave it its own)."""
         tensors = port_tensors(tensors)  # traced NumPy arrays as their torch values
         trace = self.open.get(node)
         where = user_location()
@@ -221,12 +240,18 @@ class Recording:
             values[port] = value
         if not nodes:
             raise GraphError(f"node {node!r} at {where} declares no outputs.")
+        for port, fields in (semantics or {}).items():
+            trace.output_semantics[port] = dict(fields)
+        for port in trace.state_ports:
+            if port in trace.input_semantics:
+                trace.output_semantics.setdefault(port, trace.input_semantics[port])
         trace.close(nodes, values, export_with)
         trace.backend_params = dict(backend_params or {})
         del self.open[node]
         runs = self.runs[node]
         if runs:
             _check_same_structure(runs[0], trace)
+            _check_same_semantics(runs[0], trace)
         else:
             self.order.append(node)
         runs.append(trace)
@@ -306,6 +331,21 @@ def _static(static_outputs: Any) -> tuple[dict[str, torch.Tensor], set[str]]:
     if isinstance(static_outputs, Mapping):
         return dict(static_outputs), set(static_outputs)
     return {}, set(static_outputs)
+
+
+def _check_same_semantics(first: NodeTrace, again: NodeTrace) -> None:
+    """A node that runs again must describe its ports as its first run did."""
+    for role in ("input", "output"):
+        before, now = getattr(first, f"{role}_semantics"), getattr(again, f"{role}_semantics")
+        changed = [p for p in dict.fromkeys([*before, *now]) if before.get(p) != now.get(p)]
+        if changed:
+            port = changed[0]
+            raise GraphError(
+                f"node {first.node!r} ran again at {again.location} with different semantics "
+                f"for {role} {port!r} than its first run at {first.location} (first "
+                f"{before.get(port) or 'none'}, now {now.get(port) or 'none'}); one exported "
+                "port has one meaning: pass the same TensorSemantics on every run."
+            )
 
 
 def _check_same_structure(first: NodeTrace, again: NodeTrace) -> None:
