@@ -286,10 +286,12 @@ def _output_plan(model: ModelSpec, port: TensorSpec) -> OutputPlan:
 
 def _labels(port: TensorSpec) -> tuple[str, ...]:
     """Layout label per axis: a string marker from ``element_names`` (e.g. the temporal axis)
-    or ``"dim<i>"``; per-element names stay in the spec."""
+    or ``"dim<i>"``; per-element names stay in the spec. ``element_names`` may name only the
+    last axes (``[[x, y, z]]`` for shape ``[1, 3]``), so its entries align from the end."""
     names = list(port.element_names or [])
+    first = len(port.shape) - len(names)
     labels = []
     for axis in range(len(port.shape)):
-        entry = names[axis] if axis < len(names) else None
+        entry = names[axis - first] if axis >= first else None
         labels.append(entry if isinstance(entry, str) else f"dim{axis}")
     return tuple(labels)
