@@ -49,8 +49,9 @@ _PORT_FIELDS = frozenset(
 )
 
 
-class InputKindEnum(Enum):
-    """Standard ``kind`` values of input ports (NVIDIA LEAPP's names and strings)."""
+class InputKindEnum(str, Enum):
+    """Standard ``kind`` values of input ports (NVIDIA LEAPP's names and strings); a member
+    also equals its string (``InputKindEnum.JOINT_POSITION == "state/joint/position"``)."""
 
     JOINT_POSITION = "state/joint/position"
     JOINT_VELOCITY = "state/joint/velocity"
@@ -74,8 +75,9 @@ class InputKindEnum(Enum):
     COMMAND_POSE = "command/body/pose"
 
 
-class OutputKindEnum(Enum):
-    """Standard ``kind`` values of output ports (NVIDIA LEAPP's names and strings)."""
+class OutputKindEnum(str, Enum):
+    """Standard ``kind`` values of output ports (NVIDIA LEAPP's names and strings); a member
+    also equals its string (``OutputKindEnum.KP == "kp"``)."""
 
     KP = "kp"
     KD = "kd"
