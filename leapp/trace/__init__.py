@@ -10,6 +10,9 @@
 - :mod:`leapp.trace.numpy_recorder`: NumPy calls recorded as their torch equivalents (from the
   table in :mod:`leapp.numpy`), :mod:`leapp.trace.indexing` for indexing and item assignment;
 - :mod:`leapp.trace.crossing`: ``torch.from_numpy`` / ``np.asarray`` keep the trace;
+- :mod:`leapp.trace.payload`: what the annotations accept (dicts, nested containers,
+  ``TensorSemantics``) as flat named ports; :mod:`leapp.trace.ports`: the port names (nested
+  containers flattened by path, ``annotate.method``'s parameters and returns);
 - :mod:`leapp.trace.location`: the user's file and line, for error messages.
 
 Nothing here imports the API layer (:mod:`leapp.session`, :mod:`leapp.annotate`, ``leapp``).
