@@ -28,9 +28,19 @@ from leapp.errors import TraceError
 from leapp.semantics import TensorSemantics
 from leapp.session import active_session
 from leapp.trace import ports as port_names
+from leapp.trace.handover import mirror
 from leapp.trace.payload import read_payload
 
-__all__ = ["input_tensors", "method", "output_tensors", "state_tensors", "update_state"]
+__all__ = [
+    "input_tensors",
+    "method",
+    "mirror_leapp_tags",
+    "module",
+    "output_tensors",
+    "register_buffer",
+    "state_tensors",
+    "update_state",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -194,3 +204,85 @@ def _holds_tensors(static_outputs: Any) -> bool:
     return isinstance(static_outputs, (list, tuple)) and any(
         isinstance(item, TensorSemantics) for item in static_outputs
     )
+
+
+def register_buffer(node: str, tensors: Any) -> Any:
+    """Trace buffers of ``node``: memory the node writes into, then reads (NVIDIA LEAPP's API).
+
+    ::
+
+        omega, qj = annotate.input_tensors("policy", {"omega": omega, "qj": qj})
+        obs = annotate.register_buffer("policy", {"obs": obs})  # a preallocated np.zeros(47)
+        obs[:3] = omega * 0.25
+        obs[9:21] = qj - DEFAULT_ANGLES
+        action = policy(torch.from_numpy(obs).unsqueeze(0))
+
+    ``tensors`` is a dict ``{name: tensor}``, one tensor or a list of them (named
+    ``buffer_0``, ``buffer_1``, ... in registration order); tensors and NumPy arrays. Call it
+    while the node is open (after :func:`input_tensors`). Each buffer's value now is frozen
+    into the node's artifact as a constant, and what the node writes into it afterwards
+    (slice assignments, ``copy_``, ``out=``) is recorded, so the export computes the buffer
+    from the node's inputs. Returns the traced values (one, or a tuple in order): a torch
+    tensor is traced in place (the same object, plain again once the node closes); a NumPy
+    array comes back as a traced array sharing its memory, so write into the returned
+    array. A buffer that still holds last tick's values where the node does not overwrite
+    them is exported with its values at registration (use :func:`state_tensors` for real
+    state). Outside a session the values are returned unchanged.
+    """
+    if not isinstance(node, str):
+        raise TraceError(f"annotate.register_buffer: the node name must be a str, got {node!r}.")
+    named = isinstance(tensors, Mapping)
+    if named:
+        values = list(tensors.values())
+    elif isinstance(tensors, (list, tuple)):
+        values = list(tensors)
+    else:
+        values = [tensors]
+    if not values:
+        raise TraceError(
+            f"annotate.register_buffer({node!r}, ...): pass a tensor, a list of tensors or a "
+            "non-empty dict {name: tensor}."
+        )
+    session = active_session()
+    if session is not None:
+        values = list(session.register_buffer(node, dict(tensors) if named else values))
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def module(node: str, model: Any, buffer_names: Any = None) -> None:
+    """Track the registered buffers of ``model`` (an ``nn.Module``) for this run of ``node``.
+
+    ::
+
+        obs = annotate.input_tensors("policy", {"obs": obs})
+        annotate.module("policy", gru_policy)  # its forward does self.h = self.gru(obs, self.h)
+        action = gru_policy(obs)
+        annotate.output_tensors("policy", {"action": action})
+
+    Call it after :func:`input_tensors` and before the forward pass, on every tick. The
+    buffers (``model.named_buffers()``, or only the dotted names in ``buffer_names``) are
+    declared as states of the node, named with dots as underscores (``encoder.h`` is
+    ``encoder_h``). When ``output_tensors`` closes the node, a buffer the forward pass
+    reassigned (``self.h = h_new``) or wrote in place (``self.h.copy_(h_new)``) is a state:
+    an input and an output fed back to itself, starting from its value on the first tick. Every
+    other buffer (a normalizer's mean) is frozen into the artifact as a constant. The model
+    gets its buffers back as plain tensors holding their current values when the node closes
+    (also when its code raises, and at ``leapp.stop()``). Outside a session nothing happens.
+    """
+    session = active_session()
+    if session is not None:
+        session.track_module(node, model, buffer_names)
+
+
+def mirror_leapp_tags(source: Any, target: Any) -> Any:
+    """Return ``target`` carrying ``source``'s tracing identity (NVIDIA LEAPP's API).
+
+    For a value that went through code leapp cannot see but came out equal, e.g. a published
+    output copied into a preallocated message buffer: ``target`` must equal ``source`` exactly
+    (shape, dtype, device, values; dicts, lists and tuples element by element), else a
+    :class:`~leapp.TraceError` is raised. A torch ``target`` is marked in place and returned;
+    a NumPy ``target`` comes back as a traced array sharing its memory. Handing the result to
+    another node's :func:`input_tensors` then records the edge ``source`` would have. A plain
+    ``source`` leaves ``target`` plain. Outside a session ``target`` is returned unchanged.
+    """
+    return target if active_session() is None else mirror(source, target)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 from typing import Any
 
 from leapp.errors import SessionError
@@ -37,6 +38,7 @@ def start(
     verbose: bool = False,
     max_cached_io: int | None = None,
     dry_run: bool = False,
+    non_traced: str | Iterable[str] | None = None,
     global_patching: bool = True,
     patching: Any = None,
 ):
@@ -55,6 +57,14 @@ def start(
       at debug level.
     - ``dry_run=True`` is refused with a :class:`SessionError`: leapp has no dry run (record
       and call ``compile_graph(validate=False)`` into a temporary ``save_path`` instead).
+    - ``non_traced=[node, ...]`` (a name or a list of names): those nodes are recorded as
+      usual (their ports and edges are in the spec) but get no artifact, as if they were
+      closed with ``export_with=None`` (LEAPP forces their backend to None the same way).
+
+    Starting while a session is still recording (code that raised in the middle of a traced
+    run, say) logs a warning and discards that session: its open runs are released (adopted
+    tensors and module buffers handed back) and the NumPy/torch crossing patches removed
+    before the new session installs them again.
     """
     global _active
     if dry_run:
@@ -69,11 +79,16 @@ def start(
             f"leapp.start({name!r}, max_cached_io={max_cached_io!r}): pass a whole number >= 1 "
             "(the runs per node whose examples are kept), or None to keep all."
         )
+    non_traced = _node_names(name, non_traced)
     if _active is not None and _active.active:
-        raise SessionError(
-            f"leapp.start({name!r}): session {_active.name!r} is still recording; call "
-            "leapp.stop() (and leapp.compile_graph()) first."
+        logger.warning(
+            "leapp.start(%r): session %r was still recording; it is discarded (open nodes %s) "
+            "and the new session starts",
+            name,
+            _active.name,
+            list(_active.open),
         )
+        _active.discard()
     if global_patching is not True or patching is not None:
         logger.debug(
             "leapp.start: global_patching=%r, patching=%r ignored: leapp records through "
@@ -82,11 +97,32 @@ def start(
             patching,
         )
     _active = Recording(
-        name, save_path, freeze_python_values, verbose=verbose, max_cached_io=max_cached_io
+        name,
+        save_path,
+        freeze_python_values,
+        verbose=verbose,
+        max_cached_io=max_cached_io,
+        non_traced=non_traced,
     )
     crossing.activate()
     logger.info("recording pipeline %r", name)
     return _active
+
+
+def _node_names(name: str, non_traced: Any) -> tuple[str, ...]:
+    if non_traced is None:
+        return ()
+    names = (non_traced,) if isinstance(non_traced, str) else non_traced
+    try:
+        names = tuple(names)
+    except TypeError:
+        names = (non_traced,)
+    if not all(isinstance(n, str) for n in names):
+        raise SessionError(
+            f"leapp.start({name!r}, non_traced={non_traced!r}): pass a node name or a list of "
+            "node names."
+        )
+    return names
 
 
 def stop() -> None:

@@ -127,14 +127,6 @@ def test_feedback_pipeline_matches_the_eager_loop_for_50_steps(tmp_path):
         torch.testing.assert_close(out["act/action"], action, rtol=1e-5, atol=1e-5)
 
 
-def test_state_never_updated_is_reported(tmp_path):
-    leapp.start("p", save_path=tmp_path)
-    x = annotate.input_tensors("n", {"x": torch.ones(2)})
-    annotate.state_tensors("n", {"h": torch.zeros(2)})
-    with pytest.raises(leapp.GraphError, match=r"state \['h'\] .* never updated"):
-        annotate.output_tensors("n", {"y": x})
-
-
 def test_update_of_an_undeclared_state_is_rejected(tmp_path):
     leapp.start("p", save_path=tmp_path)
     x = annotate.input_tensors("n", {"x": torch.ones(2)})

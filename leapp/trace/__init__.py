@@ -10,6 +10,11 @@
 - :mod:`leapp.trace.numpy_recorder`: NumPy calls recorded as their torch equivalents (from the
   table in :mod:`leapp.numpy`), :mod:`leapp.trace.indexing` for indexing and item assignment;
 - :mod:`leapp.trace.crossing`: ``torch.from_numpy`` / ``np.asarray`` keep the trace;
+- :mod:`leapp.trace.sources`: where each declared input comes from (an edge, outside, the node
+  itself) and what it may not be; :mod:`leapp.trace.handover`: published outputs between nodes
+  (identity-like calls keep the edge) and ``annotate.mirror_leapp_tags``;
+- :mod:`leapp.trace.states`: the rules for ``state_tensors`` / ``update_state``;
+  :mod:`leapp.trace.buffers`: ``annotate.register_buffer`` and ``annotate.module``'s buffers;
 - :mod:`leapp.trace.payload`: what the annotations accept (dicts, nested containers,
   ``TensorSemantics``) as flat named ports; :mod:`leapp.trace.ports`: the port names (nested
   containers flattened by path, ``annotate.method``'s parameters and returns);

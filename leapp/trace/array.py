@@ -21,8 +21,9 @@ TracedArray.
 
 What cannot be seen: NumPy writing a traced array into a *plain* array (``buf = np.zeros(9);
 buf[:6] = state``) copies the values without any hook, so ``buf`` would be a frozen constant.
-Create buffers from traced values instead (``buf = np.zeros_like(...)``) or use
-``np.concatenate``.
+Register the buffer (``buf = annotate.register_buffer(node, {"buf": buf})``, see
+:mod:`leapp.trace.buffers`) and write into the array it returns, create it from traced values
+(``np.zeros_like(...)``), or use ``np.concatenate``.
 """
 
 from __future__ import annotations
@@ -73,12 +74,14 @@ class TracedArray(np.ndarray):
     _leapp_twin: TracedTensor | None = None  # the torch view of this array on the same node
     _leapp_twin_shared: bool = False  # whether the twin shares this array's memory
     _leapp_stale: str | None = None  # where a write made this array's graph value outdated
+    _leapp_derived: str | None = None  # computed outside any node (leapp.trace.handover)
 
     def __array_finalize__(self, obj: Any) -> None:
         self._leapp_trace = getattr(obj, "_leapp_trace", None)
         self._leapp_node = None
         self._leapp_twin = None
         self._leapp_stale = None
+        self._leapp_derived = getattr(obj, "_leapp_derived", None)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         return _trace_module().call_ufunc(ufunc, method, inputs, kwargs)
@@ -258,6 +261,10 @@ def live_arrays(trace: NodeTrace) -> list[TracedArray]:
 
 def tensor_view(array: TracedArray) -> TracedTensor:
     """The TracedTensor on the same graph node as ``array`` (sharing its memory if it can)."""
+    if array._leapp_derived is not None:  # computed outside any node: a derived tensor
+        traced = wrap(shared_tensor(array.view(np.ndarray))[0], array._leapp_trace, None)
+        traced._leapp_derived = array._leapp_derived
+        return traced
     _trace_module().check_usable(array)
     twin = array._leapp_twin
     if twin is not None and twin._leapp_node is array._leapp_node:

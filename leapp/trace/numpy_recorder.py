@@ -31,6 +31,7 @@ from leapp.numpy import functions, ufuncs
 from leapp.numpy.operands import UnsupportedFormError, constant_tensor, torch_dtype
 from leapp.trace import indexing
 from leapp.trace.array import TracedArray, live_arrays, rebind, tensor_view, wrap_array
+from leapp.trace.handover import arrays_outside_nodes, written_outside
 from leapp.trace.location import user_location
 from leapp.trace.operation import NUMBER_HINT, Operation
 from leapp.trace.recorder import FrozenValueWarning, NodeTrace, owning_trace, python_value_of
@@ -51,7 +52,7 @@ def run(what: str, numpy_call: Callable, translate: Callable | None, args: tuple
     trace = owner(what, (args, kwargs))
     if trace is None:
         plain_args, plain_kwargs = plain((args, kwargs))
-        return numpy_call(*plain_args, **plain_kwargs)
+        return arrays_outside_nodes(what, args, numpy_call(*plain_args, **plain_kwargs))
     if translate is None and not trace.recording.freeze_python_values:
         raise TraceError(
             f"node {trace.node!r}: {what} at {user_location()} has no torch equivalent in "
@@ -258,6 +259,7 @@ def refuse(array: TracedArray, what: str, hint: str) -> None:
         raise TraceError(
             f"node {trace.node!r}: {what} at {user_location()} is not traced; {hint}."
         )
+    written_outside(array, what)
 
 
 # ------------------------------------------------------------------- entry points
@@ -291,6 +293,8 @@ def call_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any
     if owner(what, (inputs, kwargs, out)) is None:
         plain_inputs, plain_kwargs, plain_out = plain((inputs, kwargs, out))
         numpy_call(*plain_inputs, out=plain_out, **plain_kwargs)
+        for target in out:
+            written_outside(target, f"{what}(out=...)")
         return out[0] if len(out) == 1 else out
     results = run(what, numpy_call, translate, inputs, kwargs)
     results = results if isinstance(results, tuple) else (results,)
@@ -338,11 +342,14 @@ def assign(target: Any, key: Any, value: Any, what: str) -> None:
     if trace is None:
         plain_target, plain_key, plain_value = plain((target, key, value))
         plain_target[plain_key] = plain_value
+        written_outside(target, what)
         return
     if not isinstance(target, TracedArray) or target._leapp_trace is not trace:
         raise TraceError(
             f"node {trace.node!r}: {what} at {user_location()} writes traced values into an "
-            f"array that is not traced, which NumPy gives leapp no way to follow. {_WRITE_HINT}"
+            f"array that is not traced, which NumPy gives leapp no way to follow. Register it "
+            f"with annotate.register_buffer({trace.node!r}, {{'name': array}}) and write into "
+            f"the array it returns. {_WRITE_HINT}"
         )
     key = indexing.normalize_key(key)
     base, torch_key, torch_value = to_torch((target, key, value))

@@ -84,6 +84,13 @@ class NodeTrace:
         self.output_semantics: dict[str, dict[str, Any]] = {}
         self._constants: dict[tuple[int, int], tuple[torch.Tensor, fx.Node]] = {}
         self._adopted: list[torch.Tensor] = []
+        # leapp.trace.buffers: annotate.register_buffer's buffers (name -> traced value),
+        # annotate.module's tracked buffers, external inputs' memory (the alias check), and
+        # what to undo when the run is released (module buffers handed back)
+        self.registered: dict[str, Any] = {}
+        self.tracked_buffers: list[Any] = []
+        self.external_inputs: dict[str, Any] = {}
+        self.releases: list[Any] = []
 
     # ----------------------------------------------------------------- inputs and constants
     def add_input(self, name: str, value: torch.Tensor, source: PortSource | None) -> TracedTensor:
@@ -150,8 +157,10 @@ class NodeTrace:
         if type(value) is not torch.Tensor:
             raise TraceError(
                 f"node {self.node!r}: an in-place operation at {user_location()} writes traced "
-                f"values into a {type(value).__name__} that was not traced. Use the "
-                "out-of-place form (y = y + x) or build the tensor from a traced value."
+                f"values into a {type(value).__name__} that was not traced. Register it "
+                f"first with annotate.register_buffer({self.node!r}, {{'name': buffer}}) and "
+                "write into the value it returns, use the out-of-place form (y = y + x), or "
+                "build the tensor from a traced value."
             )
         copy = self.graph.call_function(torch.clone, (self.constant(value),))
         adopt(value, self, copy)
@@ -163,6 +172,11 @@ class NodeTrace:
             value.__class__ = torch.Tensor
             del value._leapp_trace, value._leapp_node
         self._adopted.clear()
+        for release in self.releases:
+            release()
+        self.releases.clear()
+        self.registered.clear()
+        self.external_inputs.clear()
 
     def wrap_result(self, result: Any, node: fx.Node, args: tuple) -> Any:
         """Wrap the tensors an eager call returned so later operations on them are recorded."""
@@ -280,7 +294,8 @@ def _owning_trace(func: Any, traces: list[NodeTrace]) -> NodeTrace | None:
         raise TraceError(
             f"{name} at {user_location()} uses a value of node {a!r} (already closed) inside "
             f"node {b!r} without declaring it: pass it through annotate.input_tensors({b!r}, "
-            "{...}) so the edge is recorded."
+            "{...}) so the edge is recorded (a buffer the node writes into on every run: "
+            f"annotate.register_buffer({b!r}, {{...}}) on every run)."
         )
     return open_traces[0] if open_traces else None
 

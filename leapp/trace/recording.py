@@ -22,18 +22,29 @@ import numpy as np
 import torch
 
 from leapp.errors import ExportError, GraphError, PortTypeError, SessionError, TraceError
-from leapp.trace import crossing
-from leapp.trace.array import port_tensor, port_tensors
-from leapp.trace.handover import derived_from
+from leapp.trace import buffers, crossing, sources, states
+from leapp.trace.array import is_live, port_tensor, port_tensors
 from leapp.trace.location import user_location
-from leapp.trace.recorder import NodeTrace, PortSource
+from leapp.trace.recorder import NodeTrace
 from leapp.trace.tensor import TracedTensor
 
 __all__ = ["Recording"]
 
 logger = logging.getLogger(__name__)
 
-BACKENDS = ("jit", "onnx", "pt2", None, "jit-script", "jit-trace", "onnx-torchscript")
+# Ours, then NVIDIA LEAPP's names for them (leapp.export.ALIASES says what each one writes).
+BACKENDS = (
+    "jit",
+    "onnx",
+    "pt2",
+    None,
+    "jit-script",
+    "jit-trace",
+    "onnx-torchscript",
+    "onnx-dynamo",
+    "exported-program",
+    "torch",
+)
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
@@ -52,6 +63,7 @@ class Recording:
         *,
         verbose: bool = False,
         max_cached_io: int | None = None,
+        non_traced: Iterable[str] = (),
     ):
         _check_name("pipeline", name)
         self.name = name
@@ -59,6 +71,7 @@ class Recording:
         self.freeze_python_values = freeze_python_values
         self.verbose = verbose  # log every recorded node run at INFO
         self.max_cached_io = max_cached_io  # runs per node whose examples are kept (None: all)
+        self.non_traced = frozenset(non_traced)  # nodes recorded but exported with no artifact
         self.active = True
         self.runs: dict[str, list[NodeTrace]] = {}
         self.order: list[str] = []  # nodes in the order their first run closed
@@ -89,6 +102,34 @@ class Recording:
         if trace is not None:
             trace.release_adopted()
 
+    def _open_run(self, api: str, node: str) -> NodeTrace:
+        trace = self.open.get(node)
+        if trace is None:
+            raise SessionError(
+                f"annotate.{api}({node!r}, ...) at {user_location()}: node {node!r} has no open "
+                f"run. Call annotate.input_tensors({node!r}, {{...}}) first."
+            )
+        return trace
+
+    # ------------------------------------------------------------------------ buffers
+    def register_buffer(self, node: str, tensors: Mapping[str, Any] | list) -> tuple:
+        """Trace buffers of the open run of ``node`` (a list is named ``buffer_<i>``)."""
+        trace = self._open_run("register_buffer", node)
+        if not isinstance(tensors, Mapping):
+            start = len(trace.registered)
+            tensors = {f"buffer_{start + i}": value for i, value in enumerate(tensors)}
+        for name in tensors:
+            _check_name(f"buffer of node {node!r}", name)
+        return tuple(buffers.register(trace, name, value) for name, value in tensors.items())
+
+    def track_module(self, node: str, model: Any, buffer_names: Any) -> None:
+        """Declare ``model``'s buffers as states of the open run of ``node`` (annotate.module)."""
+        trace = self._open_run("module", node)
+        tracked = buffers.module_buffers(trace, model, buffer_names)
+        if tracked:
+            ports = {port: entry[3] for port, entry in tracked.items()}
+            buffers.inject(trace, tracked, self.input_tensors(node, ports, state=True))
+
     # ------------------------------------------------------------------------- inputs
     def input_tensors(
         self,
@@ -99,7 +140,14 @@ class Recording:
         semantics: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> tuple[TracedTensor, ...]:
         """Declare inputs (``semantics``: spec fields of the ports given TensorSemantics)."""
-        trace = self.open.get(node) or self.open_node(node)
+        trace = self.open.get(node)
+        if trace is None and state:
+            raise SessionError(
+                f"annotate.state_tensors({node!r}) at {user_location()}: node {node!r} has no "
+                f"open run. Call annotate.input_tensors({node!r}, {{...}}) first; states belong "
+                "to a run of the node."
+            )
+        trace = trace or self.open_node(node)
         traced = []
         for port, value in tensors.items():
             _check_name(f"input of node {node!r}", port)
@@ -114,8 +162,9 @@ class Recording:
                     f"{type(value).__name__}, not a torch.Tensor or np.ndarray; convert it with "
                     "torch.as_tensor(...) or np.asarray(...) before annotate.input_tensors."
                 )
-            source = self._source(trace, port, port_tensor(value))
+            source = sources.source_of(trace, port, value, port_tensor(value))
             traced.append(trace.add_input(port, value, source))
+            sources.rebind_own(trace, value, traced[-1])
             if semantics and port in semantics:
                 trace.input_semantics[port] = dict(semantics[port])
             if state:
@@ -139,11 +188,13 @@ class Recording:
             )
         for port, value in tensors.items():
             if port not in trace.state_ports:
+                declared = trace.state_ports or "none declared yet"
                 raise GraphError(
                     f"node {node!r}: update_state at {where} names {port!r}, which is not a "
-                    f"state of the node (states: {trace.state_ports}); declare it with "
-                    f"annotate.state_tensors({node!r}, {{{port!r}: initial}})."
+                    f"state of the node (declared states: {declared}); declare it with "
+                    f"annotate.state_tensors({node!r}, {{{port!r}: initial}}) first."
                 )
+            states.check_update(trace, port, value, where)
             if port in trace.state_updates:
                 raise GraphError(
                     f"node {node!r}: state {port!r} is updated twice (again at {where})."
@@ -154,41 +205,6 @@ class Recording:
             )
             if semantics and port in semantics:
                 trace.output_semantics[port] = dict(semantics[port])
-
-    def _source(self, trace: NodeTrace, port: str, value: torch.Tensor) -> PortSource | None:
-        """The published output ``value`` came from, or None for an external input."""
-        owner = getattr(value, "_leapp_trace", None) if isinstance(value, TracedTensor) else None
-        if owner is None or owner.recording is not self:
-            return None
-        where = user_location()
-        derived = derived_from(value)
-        if derived is not None:
-            raise TraceError(
-                f"node {trace.node!r}: input {port!r} at {where} was computed from an output "
-                f"of node {owner.node!r} outside any node ({derived}), so no exported artifact "
-                "computes it. Do that computation inside a node (after "
-                "annotate.input_tensors), or hand over the published output itself: "
-                "identity-like calls (.detach(), .clone(), .cpu(), .to(same dtype)) keep the edge."
-            )
-        if owner is trace:
-            raise TraceError(
-                f"node {trace.node!r}: input {port!r} at {where} is a value computed by the "
-                "node itself; inputs come from outside the node."
-            )
-        if not owner.closed:
-            raise TraceError(
-                f"node {trace.node!r}: input {port!r} at {where} is a value of node "
-                f"{owner.node!r}, which is still open. Close it with "
-                f"annotate.output_tensors({owner.node!r}, ...) and pass the published output."
-            )
-        for name, published in owner.output_values.items():
-            if published is value or owner.outputs[name] is value._leapp_node:
-                return PortSource(owner.node, name, owner.run)
-        raise TraceError(
-            f"node {trace.node!r}: input {port!r} at {where} was computed inside node "
-            f"{owner.node!r} but is not one of its published outputs; add it to "
-            f"annotate.output_tensors({owner.node!r}, {{...}})."
-        )
 
     # ------------------------------------------------------------------------ outputs
     def output_tensors(
@@ -212,20 +228,27 @@ class Recording:
                 f"Call annotate.input_tensors({node!r}, {{...}}) first."
             )
         export_with = _check_backend(node, export_with)
+        if node in self.non_traced and export_with is not None:
+            logger.debug("node %r is in leapp.start(non_traced=...): no artifact", node)
+            export_with = None
         constants, allowed_constant = _static(static_outputs)
         constants = port_tensors(constants)
-        missing = [port for port in trace.state_ports if port not in trace.state_updates]
-        if missing:
-            raise GraphError(
-                f"node {node!r}: state {missing} declared with annotate.state_tensors is never "
-                f"updated; call annotate.update_state({node!r}, {{...}}) before "
-                f"annotate.output_tensors at {where}."
-            )
+        for port, value in constants.items():
+            if isinstance(value, TracedTensor) and is_live(value):
+                raise TraceError(
+                    f"node {node!r}: static output {port!r} at {where} is a traced value (of "
+                    f"node {value._leapp_trace.node!r}); a static output must be a constant. "
+                    "Put it in the outputs dict instead."
+                )
+        changed = buffers.collect(trace)  # annotate.module's buffers: states or constants
+        if changed:
+            self.update_state(node, changed)
+        states.pass_through(trace, self.runs[node])
         nodes: dict[str, Any] = {}
         values: dict[str, Any] = {}
-        states = {port: value for port, (_, value) in trace.state_updates.items()}
+        updated = {port: value for port, (_, value) in trace.state_updates.items()}
         # Ports in spec order: the outputs, then the updated states, then static outputs.
-        for port, value in [*tensors.items(), *states.items(), *constants.items()]:
+        for port, value in [*tensors.items(), *updated.items(), *constants.items()]:
             _check_name(f"output of node {node!r}", port)
             if port in nodes:
                 raise GraphError(
@@ -282,23 +305,34 @@ class Recording:
         raise TraceError(
             f"node {trace.node!r}: output {port!r} at {where} was not computed from the "
             f"node's traced inputs (got a plain {type(value).__name__}). Compute it from the "
-            "values annotate.input_tensors returned, or declare a constant output with "
-            f"static_outputs={{{port!r}: tensor}}."
+            "values annotate.input_tensors returned (values written into a plain buffer "
+            "such as a preallocated NumPy obs are lost: register it first with "
+            f"annotate.register_buffer({trace.node!r}, {{'obs': obs}})), or declare a "
+            f"constant output with static_outputs={{{port!r}: tensor}}."
         )
 
     # ------------------------------------------------------------------------ the end
     def stop(self) -> None:
         """End recording: annotations are no-ops again, the crossing patches removed."""
-        self.active = False
-        crossing.deactivate()
-        if self.open:
-            where = ", ".join(f"{t.node!r} (opened at {t.location})" for t in self.open.values())
-            for trace in self.open.values():
-                trace.release_adopted()
+        where = ", ".join(f"{t.node!r} (opened at {t.location})" for t in self.open.values())
+        self.discard()
+        unknown = sorted(self.non_traced - set(self.runs))
+        if unknown:
+            logger.warning("leapp.start(non_traced=%s): no node of that name ran", unknown)
+        if where:
             raise SessionError(
                 f"leapp.stop(): node(s) {where} never closed. Call "
                 "annotate.output_tensors(<node>, {...}) for every node you open."
             )
+
+    def discard(self) -> None:
+        """End recording and release every open run (its adopted tensors and module buffers);
+        the closed runs stay, for ``compile_graph``."""
+        self.active = False
+        crossing.deactivate()
+        for trace in self.open.values():
+            trace.release_adopted()
+        self.open.clear()
 
 
 def _check_name(what: str, name: Any) -> None:
@@ -320,7 +354,8 @@ def _check_backend(node: str, export_with: Any) -> Any:
         return Path(export_with).resolve()
     raise ExportError(
         f"node {node!r}: export_with={export_with!r} is neither a backend ('jit', 'onnx', "
-        "'pt2', 'jit-script', 'jit-trace', 'onnx-torchscript', None) nor the path of an "
+        "'pt2', None, or LEAPP's 'jit-script', 'jit-trace', 'onnx-torchscript', 'onnx-dynamo', "
+        "'exported-program', 'torch') nor the path of an "
         "existing artifact file. Pick one of those."
     )
 
