@@ -66,14 +66,15 @@ def counter_tick(x, h):
     h = annotate.state_tensors("n", {"h": h})
     y = x + h
     annotate.output_tensors("n", {"y": y}, export_with="jit")
-    return y
+    return y, h
 
 
 def test_a_state_never_updated_passes_through_unchanged(tmp_path):
     h = torch.full((3,), 0.5)
     leapp.start("pass", save_path=tmp_path)
+    state = h
     for _ in range(3):
-        counter_tick(torch.randn(3), h)
+        _, state = counter_tick(torch.randn(3), state)  # the traced state, handed on
     leapp.stop()
     compiled, pipeline = compile_and_load()
     assert compiled.spec.pipeline.feedback_flow == {"n/h": ("n/h",)}

@@ -87,6 +87,51 @@ def test_unregistered_plain_tensor_of_another_class_says_to_register_it(tmp_path
     annotate.output_tensors("n", {"y": traced + 1})
 
 
+LAYER = torch.nn.Linear(5, 2).eval()
+
+
+def prepare(buf, x):
+    x = annotate.input_tensors("prepare", {"x": x})
+    obs = annotate.register_buffer("prepare", {"obs": buf})
+    obs[:3] = x * 2
+    annotate.output_tensors("prepare", {"obs": obs}, export_with="jit")
+    return obs
+
+
+def act(obs):
+    obs = annotate.input_tensors("act", {"obs": obs})
+    action = LAYER(obs)
+    annotate.output_tensors("act", {"action": action}, export_with="jit")
+    return action
+
+
+def test_a_published_torch_buffer_is_an_edge_to_the_next_node(tmp_path):
+    buf = torch.zeros(5)
+    leapp.start("edge", save_path=tmp_path)
+    with torch.no_grad():
+        for _ in range(2):
+            act(prepare(buf, torch.randn(3)))
+    leapp.stop()
+    compiled = leapp.compile_graph()
+    assert type(buf) is torch.Tensor  # plain again between the nodes
+    assert compiled.spec.pipeline.data_flow == {"prepare/obs": ("act/obs",)}
+    pipeline = leapp.Pipeline.load(compiled.path)
+    for _ in range(5):
+        x = torch.randn(3)
+        with torch.no_grad():
+            expected = LAYER(torch.cat([x * 2, torch.zeros(2)]))
+        torch.testing.assert_close(pipeline.step({"prepare/x": x})["act/action"], expected)
+
+
+def test_a_published_torch_buffer_written_between_the_nodes_is_refused(tmp_path):
+    buf = torch.zeros(5)
+    leapp.start("edge", save_path=tmp_path)
+    obs = prepare(buf, torch.randn(3))
+    obs[3:] = 1.0  # outside any node
+    with pytest.raises(TraceError, match=r"buffer node 'prepare' published as 'obs', written"):
+        act(obs)
+
+
 # ----------------------------------------------------------------------------- names
 def test_buffers_given_without_names_are_numbered_and_one_value_comes_back_alone(tmp_path):
     a, b, c = torch.zeros(2), torch.zeros(2), torch.zeros(2)

@@ -76,6 +76,7 @@ class Recording:
         self.runs: dict[str, list[NodeTrace]] = {}
         self.order: list[str] = []  # nodes in the order their first run closed
         self.open: dict[str, NodeTrace] = {}
+        self.plain_outputs: dict[int, Any] = {}  # published buffers, plain again (sources)
 
     def cached_runs(self, node: str) -> list[NodeTrace]:
         """The runs of ``node`` whose input/output examples are kept (the first
@@ -268,7 +269,9 @@ class Recording:
         for port in trace.state_ports:
             if port in trace.input_semantics:
                 trace.output_semantics.setdefault(port, trace.input_semantics[port])
+        in_place = sources.in_place_outputs(trace, values)  # plain again after close
         trace.close(nodes, values, export_with)
+        sources.remember_outputs(trace, in_place)
         trace.backend_params = dict(backend_params or {})
         del self.open[node]
         runs = self.runs[node]

@@ -13,6 +13,10 @@ declare:
   export would silently have two independent ports for one value: an input declared again
   under another name, and a buffer the node wrote its inputs into (``b.copy_(x)``,
   ``b[:] = x``, a registered buffer);
+- a torch buffer the producing node traced in place (registered, or written with traced
+  values) and published is a plain tensor again once that node closes
+  (:meth:`~leapp.trace.recorder.NodeTrace.release_adopted`); :func:`remember_outputs` keeps it
+  so that it is still the edge it stands for, unless it was written since (outside any node);
 - anything else is an external input; two external inputs of one node must not share memory
   (``{"a": buf, "b": buf[:3]}``, or one tensor twice), which would also be two ports for one
   buffer.
@@ -21,6 +25,7 @@ declare:
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,7 +41,7 @@ from leapp.trace.tensor import TracedTensor
 if TYPE_CHECKING:
     from leapp.trace.recorder import NodeTrace
 
-__all__ = ["rebind_own", "source_of"]
+__all__ = ["in_place_outputs", "rebind_own", "remember_outputs", "source_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +53,7 @@ def source_of(trace: NodeTrace, port: str, value: Any, plain: Any) -> PortSource
         _own_value(trace, port, value, plain)
         source = None
     else:
-        source = _published(trace, port, plain)
+        source = _published(trace, port, plain) or _plain_output(trace, port, plain)
     if source is None:
         _check_alias(trace, port, value)
     return source
@@ -63,6 +68,39 @@ def rebind_own(trace: NodeTrace, original: Any, traced: Any) -> None:
         rebind(original, traced._leapp_node)
     elif isinstance(original, TracedTensor):
         original._leapp_node = traced._leapp_node
+
+
+def in_place_outputs(trace: NodeTrace, values: dict[str, Any]) -> list[tuple[str, Any]]:
+    """``(port, value)`` of the outputs about to be published that are tensors traced in place
+    (the run gives them their plain class back when it closes)."""
+    adopted = trace._adopted
+    return [(p, v) for p, v in values.items() if any(v is a for a in adopted)]
+
+
+def remember_outputs(trace: NodeTrace, outputs: list[tuple[str, Any]]) -> None:
+    """After ``trace`` closed: its published plain-again buffers, for :func:`_plain_output`."""
+    table = trace.recording.plain_outputs
+    for port, value in outputs:
+        source = PortSource(trace.node, port, trace.run)
+        table[id(value)] = (weakref.ref(value), source, value._version)
+
+
+def _plain_output(trace: NodeTrace, port: str, value: Any) -> PortSource | None:
+    """The edge a published, plain-again buffer stands for, if ``value`` is one."""
+    if type(value) is not torch.Tensor:
+        return None
+    entry = trace.recording.plain_outputs.get(id(value))
+    if entry is None or entry[0]() is not value:
+        return None
+    _, source, version = entry
+    if value._version != version:
+        raise TraceError(
+            f"node {trace.node!r}: input {port!r} at {user_location()} is the buffer node "
+            f"{source.node!r} published as {source.port!r}, written since outside any node, so "
+            "no exported artifact computes its value. Do that write inside a node, or hand "
+            "over the published buffer unchanged."
+        )
+    return source
 
 
 def _published(trace: NodeTrace, port: str, value: Any) -> PortSource | None:
@@ -89,6 +127,9 @@ def _published(trace: NodeTrace, port: str, value: Any) -> PortSource | None:
         )
     for name, published in owner.output_values.items():
         if published is value or owner.outputs[name] is value._leapp_node:
+            return PortSource(owner.node, name, owner.run)
+    for name, (state_node, _) in owner.state_updates.items():  # a state output's own value
+        if state_node is value._leapp_node:
             return PortSource(owner.node, name, owner.run)
     raise TraceError(
         f"node {trace.node!r}: input {port!r} at {where} was computed inside node "
