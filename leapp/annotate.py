@@ -217,7 +217,8 @@ def register_buffer(node: str, tensors: Any) -> Any:
         obs[9:21] = qj - DEFAULT_ANGLES
         action = policy(torch.from_numpy(obs).unsqueeze(0))
 
-    ``tensors`` is a dict ``{name: tensor}``, one tensor or a list of them (named
+    ``tensors`` is a dict ``{name: tensor}`` (values may nest dicts, lists and tuples, named
+    and handed back as :func:`input_tensors` does), one tensor or a list of them (named
     ``buffer_0``, ``buffer_1``, ... in registration order); tensors and NumPy arrays. Call it
     while the node is open (after :func:`input_tensors`). Each buffer's value now is frozen
     into the node's artifact as a constant, and what the node writes into it afterwards
@@ -229,15 +230,15 @@ def register_buffer(node: str, tensors: Any) -> Any:
     them is exported with its values at registration (use :func:`state_tensors` for real
     state). Outside a session the values are returned unchanged.
     """
+    if _holds_tensors(tensors):  # named (a dict, TensorSemantics), maybe nested
+        payload = read_payload("register_buffer", node, tensors)
+        session = active_session()
+        if session is None:
+            return payload.given()
+        return payload.restructured(session.register_buffer(node, payload.ports))
     if not isinstance(node, str):
         raise TraceError(f"annotate.register_buffer: the node name must be a str, got {node!r}.")
-    named = isinstance(tensors, Mapping)
-    if named:
-        values = list(tensors.values())
-    elif isinstance(tensors, (list, tuple)):
-        values = list(tensors)
-    else:
-        values = [tensors]
+    values = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
     if not values:
         raise TraceError(
             f"annotate.register_buffer({node!r}, ...): pass a tensor, a list of tensors or a "
@@ -245,7 +246,7 @@ def register_buffer(node: str, tensors: Any) -> Any:
         )
     session = active_session()
     if session is not None:
-        values = list(session.register_buffer(node, dict(tensors) if named else values))
+        values = list(session.register_buffer(node, values))
     return values[0] if len(values) == 1 else tuple(values)
 
 

@@ -339,3 +339,28 @@ def test_mirror_leapp_tags_refuses_a_different_value(tmp_path):
 def test_mirror_leapp_tags_outside_a_session_returns_the_target():
     target = torch.zeros(2)
     assert annotate.mirror_leapp_tags(torch.ones(2), target) is target
+
+
+def test_copies_of_an_output_that_passes_an_input_through_keep_the_edge(tmp_path):
+    @annotate.method(export_with="jit")
+    def split(a):
+        return a, a + 1
+
+    @annotate.method(export_with="jit")
+    def join(b1, b2):
+        return b1 * 2 + b2
+
+    leapp.start("through", save_path=tmp_path)
+    a, a_plus_one = split(torch.randn(3))
+    buffer = torch.zeros_like(a)
+    buffer[:] = a
+    annotate.mirror_leapp_tags(a, buffer)  # in place, as LEAPP's tests use it
+    join(buffer, a_plus_one.clone())
+    leapp.stop()
+    compiled, pipeline = compile_and_load()
+    assert compiled.spec.pipeline.data_flow == {
+        "split/a": ("join/b1",),
+        "split/output2": ("join/b2",),
+    }
+    x = torch.randn(3)
+    torch.testing.assert_close(pipeline.step({"split/a": x})["join/output1"], x * 2 + x + 1)

@@ -22,6 +22,11 @@ def export_and_load(tmp_path, trace_once, name="buffers"):
     return compiled, leapp.Pipeline.load(compiled.path)
 
 
+def compile_and_load_stopped():
+    compiled = leapp.compile_graph()
+    return compiled, leapp.Pipeline.load(compiled.path)
+
+
 def step(pipeline, inputs):
     """``pipeline.step`` with NumPy inputs; outputs as NumPy arrays."""
     outputs = pipeline.step({key: torch.from_numpy(value) for key, value in inputs.items()})
@@ -152,6 +157,21 @@ def test_a_dict_gives_the_names_and_one_entry_comes_back_alone(tmp_path):
     assert list(active_session().open["n"].registered) == ["a", "b", "c"]
     with pytest.raises(leapp.GraphError, match=r"already has a buffer named 'a'"):
         annotate.register_buffer("n", {"a": torch.zeros(1)})
+
+
+def test_a_nested_buffer_payload_comes_back_in_its_structure(tmp_path):
+    payload = {"a": [torch.full((3,), 0.5)], "b": {"inner": torch.full((3,), 1.5)}}
+    leapp.start("nested", save_path=tmp_path)
+    x = annotate.input_tensors("n", {"x": torch.ones(3)})
+    traced = annotate.register_buffer("n", {"buffers": payload})
+    assert list(active_session().open["n"].registered) == ["buffers_a_0", "buffers_b_inner"]
+    assert traced["a"][0] is payload["a"][0] and traced["b"]["inner"] is payload["b"]["inner"]
+    traced["a"][0].copy_(x)
+    annotate.output_tensors("n", {"y": traced["a"][0] + traced["b"]["inner"]})
+    leapp.stop()
+    _, pipeline = compile_and_load_stopped()
+    x = torch.randn(3)
+    torch.testing.assert_close(pipeline.step({"n/x": x})["n/y"], x + 1.5)
 
 
 def test_register_buffer_outside_a_session_returns_the_values_unchanged():

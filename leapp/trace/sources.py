@@ -125,17 +125,24 @@ def _published(trace: NodeTrace, port: str, value: Any) -> PortSource | None:
             f"{owner.node!r}, which is still open. Close it with "
             f"annotate.output_tensors({owner.node!r}, ...) and pass the published output."
         )
+    node = value._leapp_node
     for name, published in owner.output_values.items():
-        if published is value or owner.outputs[name] is value._leapp_node:
+        # the published object, a stand-in for it (an identity-like handover, a mirrored
+        # copy), or the graph value the output was cloned from (an input passed through)
+        if published is value or node in (owner.outputs[name], _node_of(published)):
             return PortSource(owner.node, name, owner.run)
     for name, (state_node, _) in owner.state_updates.items():  # a state output's own value
-        if state_node is value._leapp_node:
+        if state_node is node:
             return PortSource(owner.node, name, owner.run)
     raise TraceError(
         f"node {trace.node!r}: input {port!r} at {where} was computed inside node "
         f"{owner.node!r} but is not one of its published outputs; add it to "
         f"annotate.output_tensors({owner.node!r}, {{...}})."
     )
+
+
+def _node_of(value: Any) -> Any:
+    return getattr(value, "_leapp_node", None) if isinstance(value, TracedTensor) else None
 
 
 def _check_alias(trace: NodeTrace, port: str, value: Any) -> None:
