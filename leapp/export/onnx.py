@@ -21,16 +21,18 @@ back to their ports.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 import torch.fx
 
 from leapp.errors import ExportError
-from leapp.export import Artifact, summarize_error
+from leapp.export import Artifact, failing_operation, summarize_error
 
 logger = logging.getLogger(__name__)
 
@@ -50,18 +52,61 @@ def export(
     """Export ``graph_module`` run on ``example_inputs`` as ``<directory>/<node>.onnx``.
 
     Graph inputs and outputs are named after the ports (see the module docstring for the one
-    exception). Shapes are static: those of ``example_inputs``.
+    exception). Shapes are static: those of ``example_inputs``. A graph the exporter refuses
+    as it is gets lowered (:func:`leapp.export.lowering.onnx_lowered`) and exported again.
+    Every input port is an input of the model, also one whose values no output depends on.
     """
-    file_name = f"{node}.onnx"
+    path = directory / f"{node}.onnx"
     onnx_inputs, onnx_outputs = onnx_port_names(input_names, output_names)
     started = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
+    try:
+        _write(graph_module, example_inputs, path, onnx_inputs, onnx_outputs, node)
+        how = "as recorded"
+    except _RefusedError as refused:
+        logger.debug("node %s: ONNX exporter refused the graph (%s); lowering", node, refused)
+        from leapp.export.lowering import onnx_lowered
+
+        lowered = onnx_lowered(graph_module, example_inputs, node=node, opset=OPSET_VERSION)
+        try:
+            _write(lowered, example_inputs, path, onnx_inputs, onnx_outputs, node)
+        except _RefusedError as again:
+            raise _export_error(graph_module, node, input_names, refused.error) from again.error
+        how = "lowered"
+    written = time.perf_counter()
+    _declare_inputs(path, onnx_inputs, example_inputs)
+    logger.debug(
+        "node %s: torch.onnx.export (%s) %.3f s, input check %.3f s",
+        node,
+        how,
+        written - started,
+        time.perf_counter() - written,
+    )
+    return Artifact(model_path=path.name, backend="onnx", opset_version=OPSET_VERSION)
+
+
+class _RefusedError(Exception):
+    """The exporter raised ``error`` for this graph."""
+
+    def __init__(self, error: Exception):
+        super().__init__(summarize_error(error))
+        self.error = error
+
+
+def _write(
+    module: torch.fx.GraphModule,
+    example_inputs: tuple[torch.Tensor, ...],
+    path: Path,
+    onnx_inputs: tuple[str, ...],
+    onnx_outputs: tuple[str, ...],
+    node: str,
+) -> None:
+    with warnings.catch_warnings(record=True) as caught, _exporter_log_to_debug():
         warnings.simplefilter("always")
         try:
             torch.onnx.export(
-                graph_module,
+                module,
                 example_inputs,
-                str(directory / file_name),
+                str(path),
                 input_names=list(onnx_inputs),
                 output_names=list(onnx_outputs),
                 opset_version=OPSET_VERSION,
@@ -70,18 +115,92 @@ def export(
             )
         except OSError as e:
             raise ExportError(
-                f"node {node!r}: cannot write {directory / file_name}: {e}; check the export "
-                "folder"
+                f"node {node!r}: cannot write {path}: {e}; check the export folder"
             ) from e
         except Exception as e:
-            raise ExportError(
-                f"node {node!r} (inputs {list(input_names)}) cannot be exported to ONNX: "
-                f"{summarize_error(e)}. Export this node with export_with='jit' or 'pt2' instead"
-            ) from e
+            raise _RefusedError(e) from e
     for warning in caught:
         logger.debug("node %s: torch.onnx.export warned: %s", node, warning.message)
-    logger.debug("node %s: torch.onnx.export %.3f s", node, time.perf_counter() - started)
-    return Artifact(model_path=file_name, backend="onnx", opset_version=OPSET_VERSION)
+
+
+def _export_error(
+    graph_module: torch.fx.GraphModule,
+    node: str,
+    input_names: tuple[str, ...],
+    error: Exception,
+) -> ExportError:
+    return ExportError(
+        f"node {node!r} (inputs {list(input_names)}) cannot be exported to ONNX"
+        f"{failing_operation(graph_module, error)}: {summarize_error(error)}. Export this "
+        "node with export_with='jit' or 'pt2' instead, or compute that operation another way"
+    )
+
+
+@contextlib.contextmanager
+def _exporter_log_to_debug() -> Iterator[None]:
+    """Send the exporter's own log (it prints the whole TorchScript graph to stderr when it
+    refuses one, and its log switch is stuck on in torch 2.13) to this module's debug log, for
+    the duration of one export."""
+    original = torch._C._jit_onnx_log
+
+    def to_debug(*parts: object) -> None:
+        logger.debug("torch.onnx: %s", " ".join(str(part) for part in parts))
+
+    torch._C._jit_onnx_log = to_debug
+    try:
+        yield
+    finally:
+        torch._C._jit_onnx_log = original
+
+
+# ONNX element types of the dtypes a port can have.
+_ELEMENT_TYPES = {
+    torch.float32: 1,
+    torch.uint8: 2,
+    torch.int8: 3,
+    torch.uint16: 4,
+    torch.int16: 5,
+    torch.int32: 6,
+    torch.int64: 7,
+    torch.bool: 9,
+    torch.float16: 10,
+    torch.float64: 11,
+    torch.uint32: 12,
+    torch.uint64: 13,
+    torch.bfloat16: 16,
+}
+
+
+def _declare_inputs(
+    path: Path, onnx_inputs: tuple[str, ...], example_inputs: tuple[torch.Tensor, ...]
+) -> None:
+    """Give the model every input port, in port order.
+
+    The exporter drops an input no output reads values from (``x.new_zeros(...)`` only reads
+    ``x``'s shape), but the spec's ports are the artifact's contract: such an input is declared
+    again, unused, with its dtype and shape (ONNX Runtime accepts and ignores it).
+    """
+    import onnx
+
+    model = onnx.load(str(path))
+    present = {value.name: value for value in model.graph.input}
+    if all(name in present for name in onnx_inputs):
+        return
+    declared = []
+    for name, example in zip(onnx_inputs, example_inputs, strict=True):
+        if name in present:
+            declared.append(present.pop(name))
+            continue
+        logger.debug("%s: input %r is unused; declared", path.name, name)
+        declared.append(
+            onnx.helper.make_tensor_value_info(
+                name, _ELEMENT_TYPES.get(example.dtype, 0), list(example.shape)
+            )
+        )
+    declared.extend(present.values())
+    del model.graph.input[:]
+    model.graph.input.extend(declared)
+    onnx.save(model, str(path))
 
 
 def onnx_port_names(

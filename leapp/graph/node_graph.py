@@ -48,7 +48,7 @@ def export_graph(trace: NodeTrace) -> ExportGraph:
     module = trace.graph_module()
     examples = tuple(trace.input_examples[name] for name in trace.inputs)
     if trace.mutates:
-        module = _functionalize(module, examples, list(trace.inputs))
+        module = _functionalize(module, examples, list(trace.inputs), trace.node)
     graph = module.graph
     _canonicalize(graph)
     graph.eliminate_dead_code()
@@ -79,22 +79,29 @@ def export_graph(trace: NodeTrace) -> ExportGraph:
 
 
 def _functionalize(
-    module: fx.GraphModule, examples: tuple[torch.Tensor, ...], names: list[str]
+    module: fx.GraphModule, examples: tuple[torch.Tensor, ...], names: list[str], node: str
 ) -> fx.GraphModule:
     """Rewrite in-place operations and writes through views as pure aten operations.
 
     Constants are lifted to inputs while functionalizing (a write into a copy of a constant
-    must be functionalized like any other) and turned back into constants afterwards.
+    must be functionalized like any other) and turned back into constants afterwards. Kernels
+    that read their inputs' values are traced through data-free equivalents where one exists
+    (``one_hot`` with ``num_classes``); otherwise the ExportError names the operation and line.
     """
     from torch.func import functionalize
-    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from leapp.graph.aten_graph import aten_graph
 
     lifted, constants = _lift_constants(module)
-    with torch.no_grad():
-        arguments = [e.clone() for e in examples] + [c.clone() for c in constants]
-        pure = make_fx(functionalize(lifted, remove="mutations"), _scatter_decompositions())(
-            *arguments
-        )
+    arguments = [e.clone() for e in examples] + [c.clone() for c in constants]
+    pure = aten_graph(
+        lifted,
+        arguments,
+        node=node,
+        purpose="functionalization (rewriting in-place operations as pure ones)",
+        decompositions=_scatter_decompositions(),
+        wrap=lambda run: functionalize(run, remove="mutations"),
+    )
     graph = pure.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     for node in list(graph.nodes):
