@@ -32,13 +32,16 @@ from leapp.trace.handover import mirror
 from leapp.trace.payload import read_payload
 
 __all__ = [
+    "compile_graph",
     "input_tensors",
     "method",
     "mirror_leapp_tags",
     "module",
     "output_tensors",
     "register_buffer",
+    "start",
     "state_tensors",
+    "stop",
     "update_state",
 ]
 
@@ -287,3 +290,26 @@ def mirror_leapp_tags(source: Any, target: Any) -> Any:
     ``source`` leaves ``target`` plain. Outside a session ``target`` is returned unchanged.
     """
     return target if active_session() is None else mirror(source, target)
+
+
+# NVIDIA LEAPP's earlier spelling, still in its guides and user code: the session calls on
+# ``annotate`` (``annotate.start(name=...)``, ``annotate.stop()``, ``annotate.compile_graph()``).
+def start(*args: Any, **kwargs: Any) -> Any:
+    """:func:`leapp.start` (LEAPP's earlier ``annotate.start``)."""
+    from leapp.session import start as start_session
+
+    return start_session(*args, **kwargs)
+
+
+def stop() -> None:
+    """:func:`leapp.stop` (LEAPP's earlier ``annotate.stop``)."""
+    from leapp.session import stop as stop_session
+
+    stop_session()
+
+
+def compile_graph(*args: Any, **kwargs: Any) -> Any:
+    """:func:`leapp.compile_graph` (LEAPP's earlier ``annotate.compile_graph``)."""
+    from leapp.compilation import compile_graph as compile_session_graph
+
+    return compile_session_graph(*args, **kwargs)

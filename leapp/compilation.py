@@ -25,7 +25,7 @@ from leapp.trace.recording import Recording
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CompiledPipeline", "GraphConfigs", "compile_session"]
+__all__ = ["CompiledPipeline", "GraphConfigs", "compile_graph", "compile_session"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,54 @@ class CompiledPipeline(Mapping[str, bool]):
 
     def __bool__(self) -> bool:
         return self.report is None or self.report.ok
+
+
+def compile_graph(
+    validate: bool = True,
+    rtol: float = 1e-3,
+    atol: float = 1e-5,
+    strict: bool = True,
+    graph_configs: GraphConfigs | Mapping[str, Any] | None = None,
+    *,
+    visualize: bool = False,
+) -> CompiledPipeline:
+    """Export the stopped session to ``<save_path>/<name>/`` and check the artifacts.
+
+    Writes one artifact per node (as each node's ``export_with`` asked), ``<name>.yaml`` and
+    ``<name>_examples.safetensors``. With ``validate`` every artifact is re-run on the values
+    captured while tracing and compared within ``rtol``/``atol``; with ``strict`` a mismatch
+    raises :class:`ValidationError` (else it is logged). ``graph_configs`` lands in
+    ``pipeline.configs`` (e.g. ``GraphConfigs(frequency=50)``).
+
+    ``visualize=True`` also writes ``<name>.png`` next to the YAML, drawn from the spec just
+    written: one box per node (name, backend, input ports left, output ports right, each with
+    dtype and shape), in columns by data-flow depth; data edges solid, feedback edges and
+    states (a node's feedback to itself) dashed in their own colours; pipeline inputs and
+    outputs as tags with their ``node/port`` keys. Without it, a picture left by an earlier
+    export of the same pipeline is removed, so the folder never shows a stale one. To draw an
+    existing export: ``leapp.spec.picture.write_picture(leapp.spec.load(folder))``.
+    """
+    from leapp.session import take_stopped
+
+    session = take_stopped()
+    compiled = compile_session(
+        session,
+        validate=validate,
+        rtol=rtol,
+        atol=atol,
+        strict=strict,
+        graph_configs=graph_configs,
+    )
+    from leapp.spec.picture import write_picture
+
+    picture = compiled.path.with_name(f"{compiled.spec.name}.png")
+    if visualize:
+        write_picture(compiled.spec, picture)
+        logger.info("pipeline %r: drew %s", compiled.spec.name, picture)
+    elif picture.is_file():
+        picture.unlink()
+        logger.info("pipeline %r: removed the earlier picture %s", compiled.spec.name, picture)
+    return compiled
 
 
 def compile_session(

@@ -51,10 +51,13 @@ def start(
     - ``max_cached_io=N`` keeps the input/output examples of the first ``N`` runs of each node
       (all runs when None); only those go to the examples file and are validated by
       ``compile_graph``. Edges are still found from every run.
-    - ``global_patching`` / ``patching`` change nothing: leapp records through the
-      ``__torch_function__`` protocol and needs no patching of torch (the NumPy crossings
-      ``torch.from_numpy`` / ``np.asarray`` are always handled). A non-default value is logged
-      at debug level.
+    - ``global_patching=False`` turns the NumPy crossing off, as in LEAPP:
+      ``tensor.numpy()``, ``np.asarray(tensor)`` and ``np.array(tensor)`` on traced values
+      give plain arrays and NumPy code is not recorded (a node output computed that way is
+      refused as not traced). By default the crossings (and ``torch.from_numpy`` /
+      ``torch.as_tensor`` of traced arrays) keep the trace. ``patching`` changes nothing:
+      leapp records torch through ``__torch_function__`` and needs no patches (a value is
+      logged at debug level).
     - ``dry_run=True`` is refused with a :class:`SessionError`: leapp has no dry run (record
       and call ``compile_graph(validate=False)`` into a temporary ``save_path`` instead).
     - ``non_traced=[node, ...]`` (a name or a list of names): those nodes are recorded as
@@ -89,11 +92,10 @@ def start(
             list(_active.open),
         )
         _active.discard()
-    if global_patching is not True or patching is not None:
+    if patching is not None:
         logger.debug(
-            "leapp.start: global_patching=%r, patching=%r ignored: leapp records through "
-            "__torch_function__ and patches nothing",
-            global_patching,
+            "leapp.start: patching=%r ignored: leapp records torch through __torch_function__ "
+            "and needs no patches",
             patching,
         )
     _active = Recording(
@@ -103,8 +105,10 @@ def start(
         verbose=verbose,
         max_cached_io=max_cached_io,
         non_traced=non_traced,
+        numpy_crossing=global_patching is not False,
     )
-    crossing.activate()
+    if _active.numpy_crossing:
+        crossing.activate()
     logger.info("recording pipeline %r", name)
     return _active
 

@@ -248,11 +248,14 @@ def test_outside_a_session_the_function_is_simply_called():
     torch.testing.assert_close(result, torch.cat([torch.clamp(x * 2.0 - 1.0, -5.0, 5.0), x]))
 
 
-def test_inside_a_session_the_function_returns_traced_values(tmp_path):
+def test_inside_a_session_the_function_returns_traced_values_plain_again_after_stop(tmp_path):
     leapp.start("pipe", save_path=tmp_path)
     obs = preprocess(torch.randn(3), torch.randn(3))
-    leapp.stop()
     assert isinstance(obs, TracedTensor)
+    kept = obs
+    leapp.stop()
+    assert type(obs) is torch.Tensor and obs is kept
+    assert not [name for name in vars(obs) if name.startswith("_leapp_")]
 
 
 def test_backend_params_are_kept_on_the_node_recording(tmp_path):

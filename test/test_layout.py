@@ -28,7 +28,8 @@ LAYERS = (
     ("leapp.export",),  # one artifact per node
     ("leapp.spec",),  # the spec file (and the examples file next to it)
     ("leapp.run",),  # running an export: model, pipeline, validation
-    ("leapp.session", "leapp.compilation"),  # the API layer ...
+    ("leapp.session",),  # the API layer: the active recording ...
+    ("leapp.compilation",),  # ... compile_graph on the stopped one ...
     ("leapp.annotate",),
     ("leapp",),
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import pytest
 import torch
 from conftest import assert_matches_eager, export_function
@@ -88,12 +89,35 @@ def test_max_cached_io_must_be_a_positive_whole_number(tmp_path, value):
         leapp.start("pipe", save_path=tmp_path, max_cached_io=value)
 
 
-def test_patching_keywords_are_accepted_and_logged_at_debug(tmp_path, caplog):
+def test_patching_keyword_is_accepted_and_logged_at_debug(tmp_path, caplog):
     with caplog.at_level(logging.DEBUG, logger="leapp"):
         _run_node(tmp_path, global_patching=False, patching="all")
-    assert any("patches nothing" in r.getMessage() for r in caplog.records)
+    assert any("needs no patches" in r.getMessage() for r in caplog.records)
     compiled = leapp.compile_graph()
     assert_matches_eager(compiled, _double_plus_one, lambda: {"x": torch.randn(3)})
+
+
+def test_without_global_patching_numpy_crossings_give_plain_arrays(tmp_path):
+    leapp.start("pipe", save_path=tmp_path, global_patching=False)
+    x = annotate.input_tensors("node", {"x": torch.tensor([1.0, 2.0, 3.0])})
+    for read in (lambda t: t.numpy(), np.asarray, np.array):
+        plain = read(x)
+        assert type(plain) is np.ndarray
+        np.testing.assert_array_equal(plain, [1.0, 2.0, 3.0])  # branches on values: plain
+    with pytest.raises(leapp.TraceError, match="not computed from the node's traced inputs"):
+        annotate.output_tensors("node", {"y": torch.from_numpy(x.numpy() * 2)})
+    annotate.output_tensors("node", {"y": x * 2})
+    leapp.stop()
+    assert_matches_eager(leapp.compile_graph(), lambda x: x * 2, lambda: {"x": torch.randn(3)})
+
+
+def test_by_default_numpy_crossings_keep_the_trace(tmp_path):
+    leapp.start("pipe", save_path=tmp_path)
+    x = annotate.input_tensors("node", {"x": torch.randn(3)})
+    assert isinstance(x.numpy(), leapp.TracedArray)
+    annotate.output_tensors("node", {"y": torch.from_numpy(np.asarray(x) * 2)})
+    leapp.stop()
+    assert_matches_eager(leapp.compile_graph(), lambda x: x * 2, lambda: {"x": torch.randn(3)})
 
 
 def test_dry_run_is_refused_naming_the_keyword(tmp_path):
@@ -187,3 +211,12 @@ def test_method_accepts_leapp_backend_names(tmp_path):
     assert_matches_eager(
         compiled, lambda obs: torch.relu(obs) - 0.5, lambda: {"obs": torch.randn(4)}, "act"
     )
+
+
+def test_leapps_earlier_session_calls_on_annotate_work(tmp_path):
+    annotate.start(name="pipe", save_path=tmp_path)
+    x = annotate.input_tensors("node", {"x": torch.randn(3)})
+    annotate.output_tensors("node", {"y": _double_plus_one(x)})
+    annotate.stop()
+    compiled = annotate.compile_graph(visualize=False)
+    assert_matches_eager(compiled, _double_plus_one, lambda: {"x": torch.randn(3)})

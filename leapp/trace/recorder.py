@@ -23,7 +23,7 @@ from torch.utils import _pytree as pytree
 from leapp.errors import TraceError
 from leapp.trace.location import user_location
 from leapp.trace.operation import NUMBER_HINT, Operation, describe
-from leapp.trace.tensor import TracedTensor, adopt, trace_of, wrap
+from leapp.trace.tensor import TracedTensor, adopt, plain_again, trace_of, wrap
 
 if TYPE_CHECKING:
     from leapp.trace.recording import Recording
@@ -169,8 +169,7 @@ class NodeTrace:
     def release_adopted(self) -> None:
         """Give tensors adopted by :meth:`adopt_mutated` back their plain class."""
         for value in self._adopted:
-            value.__class__ = torch.Tensor
-            del value._leapp_trace, value._leapp_node
+            plain_again(value)
         self._adopted.clear()
         for release in self.releases:
             release()
@@ -236,6 +235,9 @@ def dispatch(func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
     traces = {id(t): t for t in map(trace_of, leaves) if t}
     trace = _owning_trace(func, list(traces.values()))
     op = describe(func, args, kwargs)
+    if trace is not None and not trace.recording.numpy_crossing and _reads_into_numpy(func):
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **kwargs)  # leapp.start(global_patching=False): plain NumPy
     if op.kind == "to_numpy":
         from leapp.trace.array import array_from_tensor
 
@@ -298,6 +300,10 @@ def _owning_trace(func: Any, traces: list[NodeTrace]) -> NodeTrace | None:
             f"annotate.register_buffer({b!r}, {{...}}) on every run)."
         )
     return open_traces[0] if open_traces else None
+
+
+def _reads_into_numpy(func: Any) -> bool:
+    return getattr(func, "__name__", None) in ("numpy", "__array__")
 
 
 def python_value_of(trace, op, func, args, kwargs, result=None):

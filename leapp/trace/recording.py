@@ -26,7 +26,7 @@ from leapp.trace import buffers, crossing, sources, states
 from leapp.trace.array import is_live, port_tensor, port_tensors
 from leapp.trace.location import user_location
 from leapp.trace.recorder import NodeTrace
-from leapp.trace.tensor import TracedTensor
+from leapp.trace.tensor import TracedTensor, plain_again
 
 __all__ = ["Recording"]
 
@@ -64,6 +64,7 @@ class Recording:
         verbose: bool = False,
         max_cached_io: int | None = None,
         non_traced: Iterable[str] = (),
+        numpy_crossing: bool = True,
     ):
         _check_name("pipeline", name)
         self.name = name
@@ -72,6 +73,9 @@ class Recording:
         self.verbose = verbose  # log every recorded node run at INFO
         self.max_cached_io = max_cached_io  # runs per node whose examples are kept (None: all)
         self.non_traced = frozenset(non_traced)  # nodes recorded but exported with no artifact
+        # False (leapp.start(global_patching=False)): tensor.numpy()/np.asarray(tensor) give
+        # plain arrays, NumPy code is not recorded.
+        self.numpy_crossing = numpy_crossing
         self.active = True
         self.runs: dict[str, list[NodeTrace]] = {}
         self.order: list[str] = []  # nodes in the order their first run closed
@@ -319,6 +323,10 @@ class Recording:
         """End recording: annotations are no-ops again, the crossing patches removed."""
         where = ", ".join(f"{t.node!r} (opened at {t.location})" for t in self.open.values())
         self.discard()
+        for runs in self.runs.values():
+            for trace in runs:
+                for value in trace.output_values.values():
+                    plain_again(value)
         unknown = sorted(self.non_traced - set(self.runs))
         if unknown:
             logger.warning("leapp.start(non_traced=%s): no node of that name ran", unknown)

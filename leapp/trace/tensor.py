@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from leapp.trace.recorder import NodeTrace
 
-__all__ = ["TracedTensor", "trace_of", "wrap"]
+__all__ = ["TracedTensor", "plain_again", "trace_of", "wrap"]
 
 
 class TracedTensor(torch.Tensor):
@@ -75,6 +75,18 @@ def adopt(value: torch.Tensor, trace: NodeTrace, node: Node) -> TracedTensor:
     value._leapp_trace = trace
     value._leapp_node = node
     return value  # type: ignore[return-value]
+
+
+def plain_again(value: Any) -> None:
+    """Make a TracedTensor object a plain ``torch.Tensor`` again, in place (same object).
+
+    At ``leapp.stop()`` the values the session handed out stop recording, as NVIDIA LEAPP's
+    do: code after the session (or the next session) sees ordinary tensors.
+    """
+    if isinstance(value, TracedTensor):
+        value.__class__ = torch.Tensor
+        for attribute in [name for name in vars(value) if name.startswith("_leapp_")]:
+            delattr(value, attribute)
 
 
 def trace_of(value: Any) -> NodeTrace | None:
