@@ -24,7 +24,7 @@ import torch
 from leapp.errors import PipelineError
 from leapp.spec import ModelSpec, Spec, TensorSpec
 
-__all__ = ["Model", "check_value", "load_model", "port_check"]
+__all__ = ["Model", "check_outputs", "check_value", "load_model", "port_check"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,16 +76,22 @@ class Model:
         return f"Model(name={self.name!r}, backend={self.backend!r}, path={str(self.path)!r})"
 
 
-def load_model(spec: Spec, node: str) -> Model:
+def load_model(
+    spec: Spec, node: str, *, warm_up_inputs: Sequence[torch.Tensor] | None = None
+) -> Model:
     """Load the artifact of ``node`` (relative to the spec's folder), warmed up and checked.
 
     Checksums are not verified here: :func:`leapp.spec.load` does that when asked to
-    (``Pipeline.load`` asks). Warm-up runs on zeros of the spec's input shapes also check that
-    the artifact returns the outputs the spec lists.
+    (``Pipeline.load`` asks). The warm-up runs also check that the artifact returns the outputs
+    the spec lists. They run on ``warm_up_inputs`` (one tensor per input port, such as a traced
+    example) when given, else on zeros of the spec's input shapes; zeros are not always valid
+    inputs (a Cholesky factorization of a zero matrix fails), so an artifact that raises on
+    zeros is only logged as a warning.
 
     Raises:
         PipelineError: unknown node, a node without artifact (backend null), a missing file,
-            an unknown backend, or an artifact that disagrees with the spec.
+            an unknown backend, an artifact that fails on ``warm_up_inputs``, or one whose
+            outputs disagree with the spec (count, dtype, shape).
     """
     try:
         model = spec.model(node)
@@ -118,7 +124,7 @@ def load_model(spec: Spec, node: str) -> Model:
     except Exception as e:
         raise PipelineError(f"node {node!r}: cannot load {str(path)!r}: {e}") from e
     loaded = Model(model, path, call)
-    _warm_up(loaded)
+    _warm_up(loaded, warm_up_inputs)
     logger.debug(
         "node %s: loaded %s in %.1f ms",
         node,
@@ -154,16 +160,34 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _warm_up(model: Model) -> None:
-    zeros = [torch.zeros(shape, dtype=dtype) for _, dtype, shape in model._checks]
+def _warm_up(model: Model, inputs: Sequence[torch.Tensor] | None) -> None:
+    on_zeros = inputs is None
+    if inputs is None:
+        inputs = [torch.zeros(shape, dtype=dtype) for _, dtype, shape in model._checks]
     try:
         for _ in range(_WARMUP_RUNS):
-            results = model.run(zeros)
+            results = model.run(inputs)
     except Exception as e:
-        raise PipelineError(
-            f"node {model.name!r}: the artifact {str(model.path)!r} fails on zeros of the "
-            f"spec's input shapes: {e}; re-export the node or try another backend"
-        ) from e
+        if not on_zeros:
+            raise PipelineError(
+                f"node {model.name!r}: the artifact {str(model.path)!r} fails on its traced "
+                f"inputs: {e}; re-export the node or try another backend"
+            ) from e
+        logger.warning(
+            "node %s: the artifact %s raises on zeros of its input shapes (%s); zeros may not "
+            "be valid inputs for it (a singular matrix, an index out of range), so it is "
+            "loaded unchecked",
+            model.name,
+            model.path,
+            " ".join(str(e).split())[:300],
+        )
+        return
+    check_outputs(model, results, "zeros of its input shapes" if on_zeros else "its inputs")
+
+
+def check_outputs(model: Model, results: Sequence[torch.Tensor], on: str) -> None:
+    """Raise :class:`PipelineError` unless ``results`` (of a run on ``on``) have the count,
+    dtypes and shapes of the spec's outputs."""
     expected = [port_check(model.name, port) for port in model.outputs]
     if len(results) != len(expected):
         raise PipelineError(
@@ -172,11 +196,24 @@ def _warm_up(model: Model) -> None:
             "re-export the node"
         )
     for (port, dtype, shape), value in zip(expected, results, strict=True):
-        if value.dtype is not dtype or value.shape != shape:
+        if value.dtype is not dtype:
             raise PipelineError(
                 f"node {model.name!r}: output {port!r} of {str(model.path)!r} is "
-                f"{_dtype_name(value.dtype)} {list(value.shape)}, the spec says "
-                f"{_dtype_name(dtype)} {list(shape)}; re-export the node"
+                f"{_dtype_name(value.dtype)}, the spec says {_dtype_name(dtype)}; re-export "
+                "the node"
+            )
+        if value.shape != shape and on.startswith("zeros"):
+            raise PipelineError(
+                f"node {model.name!r}: output {port!r} of {str(model.path)!r} has shape "
+                f"{list(value.shape)} on {on}, the spec says {list(shape)}: its shape depends "
+                "on the input values (nonzero, masked_select, unique, ...), which a spec with "
+                "fixed shapes cannot describe. Compute a fixed-size result instead (a mask, "
+                "torch.where, a padded tensor)"
+            )
+        if value.shape != shape:
+            raise PipelineError(
+                f"node {model.name!r}: output {port!r} of {str(model.path)!r} has shape "
+                f"{list(value.shape)} on {on}, the spec says {list(shape)}; re-export the node"
             )
 
 

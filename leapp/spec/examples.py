@@ -87,7 +87,17 @@ def save_examples(
             layout[node].append(keys)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
-    save_file(tensors, str(partial), metadata={"format": _FORMAT, "layout": json.dumps(layout)})
+    try:
+        save_file(
+            tensors, str(partial), metadata={"format": _FORMAT, "layout": json.dumps(layout)}
+        )
+    except KeyError as e:  # safetensors has no code for this dtype (complex128)
+        ports = sorted(key for key, value in tensors.items() if value.dtype == e.args[0])
+        raise SpecError(
+            f"ports {ports} hold {e.args[0]} values, which the examples file (safetensors) "
+            "cannot store; return another dtype from the node (torch.view_as_real for complex "
+            "values)"
+        ) from e
     partial.replace(path)
     logger.debug("wrote %d example tensors to %s", len(tensors), path)
     return path
