@@ -10,7 +10,8 @@ can be decomposed:
 
 1. leapp's own decompositions (:mod:`leapp.export.decompositions`), written for ONNX: short,
    numerically careful, and without the ``prims`` operations torch's reference decompositions
-   end in;
+   end in (a "full" lowering also applies them to operations the exporter knows but writes
+   wrongly for some arguments);
 2. the operation's composite kernel (``CompositeImplicitAutograd``: ``bilinear``, ``inner``,
    ``ravel``, ``kron``, ... are defined by other ATen calls);
 3. torch's decomposition table (``torch._decomp``), for the rest.
@@ -46,9 +47,15 @@ def onnx_lowered(
     *,
     node: str,
     opset: int,
+    fully: bool = False,
 ) -> fx.GraphModule:
     """``graph_module`` as ATen operations, with every operation the TorchScript-based ONNX
-    exporter has no translation for at ``opset`` decomposed where a decomposition exists.
+    exporter has no translation for at ``opset`` decomposed where a decomposition exists;
+    with ``fully``, also every operation it translates that has a leapp decomposition (the
+    exporter writes some of them wrongly for some arguments: ``index_select`` with a 0-d
+    index, ``softplus`` ignoring its threshold, ``any`` of floats), traced below autograd
+    (every composite operation decomposed) and functionalized (composite kernels write in
+    place).
 
     The result computes the same values on every input (decompositions are exact up to
     floating-point rounding); the caller validates the artifact on the traced examples.
@@ -56,6 +63,8 @@ def onnx_lowered(
     Raises:
         ExportError: re-tracing failed (an operation reads its inputs' values, ...).
     """
+    from torch.func import functionalize
+
     from leapp.export.decompositions import ONNX_DECOMPOSITIONS
 
     started = time.perf_counter()
@@ -68,9 +77,13 @@ def onnx_lowered(
             node=node,
             purpose="lowering for ONNX",
             decompositions=table,
-            pre_dispatch=True,
+            pre_dispatch=not fully,
+            wrap=(lambda run: functionalize(run, remove="mutations")) if fully else None,
         )
-        unknown = onnx_unknown_operations(lowered, opset) - set(table)
+        unknown = onnx_unknown_operations(lowered, opset) - _REWRITTEN
+        if fully:
+            unknown |= {op for op in _operations(lowered) if _own(op, ONNX_DECOMPOSITIONS)}
+        unknown -= set(table)
         added = {op: fn for op in unknown if (fn := _decomposition(op, ONNX_DECOMPOSITIONS))}
         if not added:
             break
@@ -81,15 +94,30 @@ def onnx_lowered(
     return lowered
 
 
+def _aten(name: str) -> set[torch._ops.OpOverload]:
+    packet = getattr(torch.ops.aten, name)
+    return {getattr(packet, overload) for overload in packet.overloads()}
+
+
+# Written as plain calls by _clean instead of being decomposed.
+_REWRITTEN = _aten("_to_copy") | _aten("lift_fresh_copy") | _aten("lift_fresh")
+
+
 def onnx_unknown_operations(module: fx.GraphModule, opset: int) -> set[torch._ops.OpOverload]:
     """The ATen operations of ``module`` the TorchScript-based exporter cannot translate."""
+    return {op for op in _operations(module) if not _onnx_knows(op, opset)}
+
+
+def _operations(module: fx.GraphModule) -> set[torch._ops.OpOverload]:
     return {
         fx_node.target
         for fx_node in module.graph.nodes
-        if fx_node.op == "call_function"
-        and isinstance(fx_node.target, torch._ops.OpOverload)
-        and not _onnx_knows(fx_node.target, opset)
+        if fx_node.op == "call_function" and isinstance(fx_node.target, torch._ops.OpOverload)
     }
+
+
+def _own(op: torch._ops.OpOverload, own: dict[Any, Callable[..., Any]]) -> bool:
+    return op in own or op.overloadpacket in own
 
 
 def _onnx_knows(op: torch._ops.OpOverload, opset: int) -> bool:
@@ -103,10 +131,8 @@ def _onnx_knows(op: torch._ops.OpOverload, opset: int) -> bool:
 def _decomposition(
     op: torch._ops.OpOverload, own: dict[Any, Callable[..., Any]]
 ) -> Callable[..., Any] | None:
-    if op in own:
-        return own[op]
-    if op.overloadpacket in own:
-        return own[op.overloadpacket]
+    if _own(op, own):
+        return own.get(op) or own[op.overloadpacket]
     if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd"):
         return op.decompose
     from torch._decomp import decomposition_table
@@ -125,5 +151,54 @@ def _clean(module: fx.GraphModule) -> None:
             if isinstance(value, torch.Tensor):
                 delattr(module, fx_node.target)
                 module.register_buffer(fx_node.target, value.detach().clone())
+    for fx_node in list(graph.nodes):
+        _non_negative_dims(fx_node)
+        if fx_node.target in _REWRITTEN:
+            _rewrite(graph, fx_node)
     graph.eliminate_dead_code()
     module.recompile()
+
+
+def _rewrite(graph: fx.Graph, fx_node: fx.Node) -> None:
+    """``_to_copy`` (dtype conversion) as ``Tensor.to``; ``lift_fresh_copy`` (a constant made
+    by ``torch.tensor``) as the constant itself."""
+    source = fx_node.args[0]
+    if fx_node.target.overloadpacket is torch.ops.aten._to_copy:
+        dtype = fx_node.kwargs.get("dtype")
+        with graph.inserting_before(fx_node):
+            value = (
+                graph.call_method("to", (source, dtype))
+                if dtype is not None
+                else graph.call_method("clone", (source,))
+            )
+        value.meta = dict(fx_node.meta)
+    else:
+        value = source
+    fx_node.replace_all_uses_with(value)
+    graph.erase_node(fx_node)
+
+
+_DIM_ARGUMENTS = {"permute": (1,), "transpose": (1, 2), "movedim": (1, 2)}
+
+
+def _non_negative_dims(fx_node: fx.Node) -> None:
+    """Write the dimension arguments of permute/transpose/movedim as non-negative numbers: the
+    exporter copies negative ones into a Transpose's ``perm``, which ONNX forbids."""
+    target = fx_node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return
+    positions = _DIM_ARGUMENTS.get(target.overloadpacket.__name__)
+    source = fx_node.args[0] if fx_node.args else None
+    value = source.meta.get("val") if isinstance(source, fx.Node) else None
+    if positions is None or not isinstance(value, torch.Tensor):
+        return
+    rank = max(value.dim(), 1)
+    args = list(fx_node.args)
+    for position in positions:
+        if position < len(args):
+            dims = args[position]
+            if isinstance(dims, int):
+                args[position] = dims % rank
+            elif isinstance(dims, (list, tuple)):
+                args[position] = type(dims)(d % rank for d in dims)
+    fx_node.args = tuple(args)

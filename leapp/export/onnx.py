@@ -22,19 +22,18 @@ back to their ports.
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.fx
 
 from leapp.errors import ExportError
 from leapp.export import Artifact, failing_operation, summarize_error
+from leapp.export.agreement import onnx_disagreement
 
 logger = logging.getLogger(__name__)
 
@@ -58,33 +57,72 @@ def export(
     as it is gets lowered (:func:`leapp.export.lowering.onnx_lowered`) and exported again.
     Every input port is an input of the model, also one whose values no output depends on.
     """
+    from leapp.export.folding import fold_empty_inputs
+
     path = directory / f"{node}.onnx"
     onnx_inputs, onnx_outputs = onnx_port_names(input_names, output_names)
     started = time.perf_counter()
-    graph_module = _freeze_empty_inputs(graph_module, example_inputs)
-    try:
-        _write(graph_module, example_inputs, path, onnx_inputs, onnx_outputs, node)
-        how = "as recorded"
-    except _RefusedError as refused:
-        logger.debug("node %s: ONNX exporter refused the graph (%s); lowering", node, refused)
-        from leapp.export.lowering import onnx_lowered
-
-        lowered = onnx_lowered(graph_module, example_inputs, node=node, opset=OPSET_VERSION)
+    graph_module = fold_empty_inputs(graph_module, example_inputs)
+    refusal: _RefusedError | ExportError | None = None
+    first_disagreement = None
+    for how, build in _attempts(graph_module, example_inputs, node):
         try:
-            _write(lowered, example_inputs, path, onnx_inputs, onnx_outputs, node)
-        except _RefusedError as again:
-            raise _export_error(graph_module, node, input_names, refused, again) from again.error
-        how = "lowered"
+            module = build()
+            _write(module, example_inputs, path, onnx_inputs, onnx_outputs, node)
+        except (_RefusedError, ExportError) as refused:
+            logger.debug("node %s: no ONNX model %s: %s", node, how, refused)
+            if refusal is None or isinstance(refused, ExportError):
+                refusal = refused
+            continue
+        disagreement = onnx_disagreement(path, graph_module, example_inputs, onnx_inputs)
+        if disagreement is None:
+            break
+        logger.debug("node %s: the ONNX model written %s is wrong: %s", node, how, disagreement)
+        first_disagreement = first_disagreement or (how, module, disagreement)
+    else:
+        if first_disagreement is None:
+            if isinstance(refusal, ExportError):
+                raise refusal
+            raise _export_error(graph_module, node, input_names, refusal)
+        how, module, disagreement = first_disagreement
+        logger.warning(
+            "node %s: no ONNX model of this node reproduced its traced outputs (%s); the one "
+            "written %s is kept, and validation will judge it",
+            node,
+            disagreement,
+            how,
+        )
+        _write(module, example_inputs, path, onnx_inputs, onnx_outputs, node)
     written = time.perf_counter()
     _declare_inputs(path, onnx_inputs, example_inputs)
     logger.debug(
-        "node %s: torch.onnx.export (%s) %.3f s, input check %.3f s",
+        "node %s: ONNX model written %s in %.3f s, inputs declared in %.3f s",
         node,
         how,
         written - started,
         time.perf_counter() - written,
     )
     return Artifact(model_path=path.name, backend="onnx", opset_version=OPSET_VERSION)
+
+
+def _attempts(
+    graph_module: torch.fx.GraphModule, example_inputs: tuple[torch.Tensor, ...], node: str
+) -> list[tuple[str, Callable[[], torch.fx.GraphModule]]]:
+    """The graphs to try in turn, each built only when tried: as recorded; lowered with the
+    operations the exporter does not know decomposed; lowered with every operation decomposed
+    that can be (the exporter writes some that it knows wrongly for some arguments)."""
+    from leapp.export.lowering import onnx_lowered
+
+    def lowered(fully: bool) -> Callable[[], torch.fx.GraphModule]:
+        return lambda: onnx_lowered(
+            graph_module, example_inputs, node=node, opset=OPSET_VERSION, fully=fully
+        )
+
+    return [
+        ("as recorded", lambda: graph_module),
+        ("lowered", lowered(False)),
+        ("fully lowered", lowered(True)),
+    ]
 
 
 class _RefusedError(Exception):
@@ -130,72 +168,14 @@ def _export_error(
     graph_module: torch.fx.GraphModule,
     node: str,
     input_names: tuple[str, ...],
-    first: _RefusedError,
-    lowered: _RefusedError,
+    refusal: _RefusedError | None,
 ) -> ExportError:
-    where = failing_operation(graph_module, first.error)
-    after = "" if str(lowered) == str(first) else f"; decomposed into ATen operations: {lowered}"
+    where = failing_operation(graph_module, refusal.error)
     return ExportError(
         f"node {node!r} (inputs {list(input_names)}) cannot be exported to ONNX{where}: "
-        f"{first}{after}. Export this node with export_with='jit' or 'pt2' instead, or compute "
+        f"{refusal}. Export this node with export_with='jit' or 'pt2' instead, or compute "
         "that operation another way"
     )
-
-
-def _freeze_empty_inputs(
-    graph_module: torch.fx.GraphModule, example_inputs: tuple[torch.Tensor, ...]
-) -> torch.fx.GraphModule:
-    """A copy of ``graph_module`` in which everything computed from an input without elements
-    is a constant.
-
-    An empty tensor has no values, so with fixed shapes nothing computed from it alone depends
-    on what is fed: it is computed here once, and the input is declared unused. The exporter
-    would otherwise translate operations on empty tensors, and some of them crash the process
-    (``unfold`` of an empty batch raises SIGFPE in torch 2.13's exporter)."""
-    if all(example.numel() for example in example_inputs):
-        return graph_module
-    module = torch.fx.GraphModule(graph_module, copy.deepcopy(graph_module.graph))
-    graph = module.graph
-    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-    known: dict[torch.fx.Node, Any] = {}  # node -> its constant value
-    for placeholder, example in zip(placeholders, example_inputs, strict=True):
-        if not example.numel():
-            known[placeholder] = torch.empty(example.shape, dtype=example.dtype)
-    for fx_node in graph.nodes:
-        inputs = fx_node.all_input_nodes
-        if fx_node.op == "get_attr":
-            known[fx_node] = _fetch(module, fx_node.target)
-        elif fx_node.op in ("call_function", "call_method") and inputs and set(inputs) <= known.keys():
-            known[fx_node] = _evaluate(fx_node, known)
-    for index, fx_node in enumerate(list(known)):
-        value = known[fx_node]
-        outside = [user for user in fx_node.users if user not in known or user.op == "output"]
-        if fx_node.op == "get_attr" or not outside or not isinstance(value, torch.Tensor):
-            continue
-        name = f"_folded{index}"
-        module.register_buffer(name, value.detach().clone())
-        with graph.inserting_before(fx_node if fx_node.op != "placeholder" else outside[0]):
-            constant = graph.get_attr(name)
-        fx_node.replace_all_uses_with(constant)
-    graph.eliminate_dead_code()
-    module.recompile()
-    return module
-
-
-def _fetch(module: torch.nn.Module, target: str) -> Any:
-    value: Any = module
-    for part in target.split("."):
-        value = getattr(value, part)
-    return value
-
-
-def _evaluate(fx_node: torch.fx.Node, known: dict[torch.fx.Node, Any]) -> Any:
-    args = torch.fx.node.map_arg(fx_node.args, known.__getitem__)
-    kwargs = torch.fx.node.map_arg(fx_node.kwargs, known.__getitem__)
-    with torch.no_grad():
-        if fx_node.op == "call_method":
-            return getattr(args[0], fx_node.target)(*args[1:], **kwargs)
-        return fx_node.target(*args, **kwargs)
 
 
 @contextlib.contextmanager

@@ -1,16 +1,7 @@
-"""Decompositions for ONNX: ATen operations the TorchScript-based exporter cannot translate,
-written with operations it can.
+"""Elementwise operations: hyperbolic functions, ``expm1``, ``logaddexp``, sign tests, ...
 
-:data:`ONNX_DECOMPOSITIONS` maps an ATen operation (overload packet) to a function with the
-operation's signature; :mod:`leapp.export.lowering` traces it in place of the operation. Each
-one computes the operation's values on every input, up to float rounding, including the edge
-cases eager PyTorch defines (``inf``, ``nan``, signed zeros) and with numerically careful forms
-(``expm1`` near zero, ``logaddexp`` of large values). Torch's own decompositions are used for
-the operations not listed here; these exist where torch's end in ``prims`` operations (which no
-exporter knows) or are missing.
-
-Loops run over static sizes (the graph's shapes are fixed), so ``cumprod`` over 5 elements is 5
-multiplications in the artifact.
+Numerically careful forms (``expm1`` near zero, ``logaddexp`` of large values) and eager
+PyTorch's edge cases (``inf``, ``nan``, signed zeros).
 """
 
 from __future__ import annotations
@@ -21,23 +12,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["ONNX_DECOMPOSITIONS"]
+__all__ = ["DECOMPOSITIONS", "expm1", "logaddexp", "signbit"]
 
 aten = torch.ops.aten
-
-
-def _to_copy(
-    x,
-    *,
-    dtype=None,
-    layout=None,
-    device=None,
-    pin_memory=None,
-    non_blocking=False,
-    memory_format=None,
-):
-    del layout, device, pin_memory, non_blocking, memory_format
-    return x.to(dtype) if dtype is not None and dtype != x.dtype else x.clone()
 
 
 def _trunc(x):
@@ -52,7 +29,7 @@ def _frac(x):
 
 def _sinh(x):
     # For |x| < 1, (e^x - e^-x)/2 loses digits; expm1 keeps them: sinh = (u + u/(u+1))/2.
-    u = _expm1(torch.abs(x))
+    u = expm1(torch.abs(x))
     return torch.sign(x) * 0.5 * (u + u / (u + 1))
 
 
@@ -74,7 +51,7 @@ def _atanh(x):
     return 0.5 * torch.log1p(2 * x / (1 - x))
 
 
-def _expm1(x):
+def expm1(x):
     # Kahan: with u = e^x rounded, (u - 1) * x / log(u) is accurate where u - 1 is not.
     u = torch.exp(x)
     small = (u - 1) * x / torch.log(u)
@@ -94,7 +71,7 @@ def _rad2deg(x):
     return x * (180.0 / math.pi)
 
 
-def _signbit(x):
+def signbit(x):
     if not x.dtype.is_floating_point:
         return x < 0
     return (x < 0) | ((x == 0) & (torch.reciprocal(x) < 0))
@@ -104,7 +81,7 @@ def _copysign(a, b):
     if not isinstance(b, torch.Tensor):
         b = torch.full_like(a, float(b))
     magnitude = torch.abs(a)
-    return torch.where(_signbit(b), -magnitude, magnitude)
+    return torch.where(signbit(b), -magnitude, magnitude)
 
 
 def _heaviside(x, values):
@@ -112,7 +89,7 @@ def _heaviside(x, values):
     return torch.where(x == 0, values.to(x.dtype), step)
 
 
-def _logaddexp(a, b):
+def logaddexp(a, b):
     top = torch.maximum(a, b)
     sum_ = top + torch.log1p(torch.exp(-torch.abs(a - b)))
     return torch.where(torch.isinf(top) & (a == b), a, sum_)
@@ -170,70 +147,90 @@ def _erfc(x):
     return 1 - torch.erf(x)
 
 
-def _count_nonzero(x, dim=None):
-    return (x != 0).sum(dim=dim) if dim is not None else (x != 0).sum()
+def _angle(x):
+    if not x.dtype.is_floating_point:
+        x = x.to(torch.get_default_dtype())
+    pi = torch.full_like(x, math.pi)
+    return torch.where(torch.isnan(x), x, torch.where(x < 0, pi, torch.zeros_like(x)))
 
 
-def _nansum(x, dim=None, keepdim=False, *, dtype=None):
-    clean = torch.where(torch.isnan(x), torch.zeros_like(x), x)
-    if dim is None:
-        return clean.sum(dtype=dtype)
-    return clean.sum(dim, keepdim=keepdim, dtype=dtype)
+def _frexp(x):
+    magnitude = torch.abs(x)
+    finite = torch.isfinite(x) & (x != 0)
+    safe = torch.where(finite, magnitude, torch.ones_like(magnitude))
+    exponent = torch.floor(torch.log2(safe)) + 1
+    mantissa = safe / torch.pow(2.0, exponent)
+    # log2 rounds near powers of two: move the mantissa back into [0.5, 1).
+    high = mantissa >= 1
+    exponent = torch.where(high, exponent + 1, exponent)
+    mantissa = torch.where(high, mantissa * 0.5, mantissa)
+    low = mantissa < 0.5
+    exponent = torch.where(low, exponent - 1, exponent)
+    mantissa = torch.where(low, mantissa * 2, mantissa)
+    mantissa = torch.where(finite, torch.where(x < 0, -mantissa, mantissa), x)
+    exponent = torch.where(finite, exponent, torch.zeros_like(exponent))
+    return mantissa, exponent.to(torch.int32)
 
 
-def _scan(x, dim, step):
-    """``out[i] = step(out[i-1], x[i])`` along ``dim``, unrolled over its static size."""
-    dim = dim % max(x.dim(), 1)
-    if x.dim() == 0 or x.shape[dim] == 0:
-        return x.clone()
-    current = x.select(dim, 0)
-    outputs = [current]
-    for index in range(1, x.shape[dim]):
-        current = step(current, x.select(dim, index))
-        outputs.append(current)
-    return torch.stack(outputs, dim)
+def _isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    if not isinstance(b, torch.Tensor):
+        b = torch.full_like(a, b)
+    close = a == b
+    if a.dtype.is_floating_point:
+        finite = torch.isfinite(a) & torch.isfinite(b)
+        near = torch.abs(a - b) <= atol + rtol * torch.abs(b)
+        close = close | (finite & near)
+        if equal_nan:
+            close = close | (torch.isnan(a) & torch.isnan(b))
+    return close
 
 
-def _cumprod(x, dim, *, dtype=None):
-    if dtype is not None:
-        x = x.to(dtype)
-    return _scan(x, dim, torch.mul)
+def _float_power(a, b):
+    a = a.to(torch.float64) if isinstance(a, torch.Tensor) else float(a)
+    b = b.to(torch.float64) if isinstance(b, torch.Tensor) else float(b)
+    if not isinstance(a, torch.Tensor):
+        a = torch.full_like(b, a)
+    return torch.pow(a, b)
 
 
-def _logcumsumexp(x, dim):
-    return _scan(x, dim, _logaddexp)
+def _full_like(
+    x, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None
+):
+    del layout, device, pin_memory, memory_format
+    dtype = dtype or x.dtype
+    return torch.full(tuple(x.shape), _scalar(fill_value, dtype), dtype=dtype)
 
 
-def _cumulative_extreme(x, dim, better):
-    dim = dim % max(x.dim(), 1)
-    if x.dim() == 0:
-        return x.clone(), torch.zeros_like(x, dtype=torch.int64)
-    if x.shape[dim] == 0:
-        return x.clone(), torch.zeros_like(x, dtype=torch.int64)
-    best, where = x.select(dim, 0), torch.zeros_like(x.select(dim, 0), dtype=torch.int64)
-    values, indices = [best], [where]
-    for index in range(1, x.shape[dim]):
-        item = x.select(dim, index)
-        # A NaN wins and keeps winning (eager propagates it); ties move to the later index.
-        take = better(item, best) | (item == best) | torch.isnan(item)
-        take = take & ~(torch.isnan(best) & ~torch.isnan(item))
-        best = torch.where(take, item, best)
-        where = torch.where(take, torch.full_like(where, index), where)
-        values.append(best)
-        indices.append(where)
-    return torch.stack(values, dim), torch.stack(indices, dim)
+def _zeros_like(x, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return _full_like(x, 0, dtype=dtype)
 
 
-def _cummax(x, dim):
-    return _cumulative_extreme(x, dim, torch.gt)
+def _fill(x, value):
+    if isinstance(value, torch.Tensor):
+        return value.to(x.dtype).expand(x.shape).clone()
+    return torch.full(tuple(x.shape), _scalar(value, x.dtype), dtype=x.dtype)
 
 
-def _cummin(x, dim):
-    return _cumulative_extreme(x, dim, torch.lt)
+def _scalar(value, dtype: torch.dtype):
+    """A Python number of ``dtype``'s kind (the exporter cannot trace ``full`` with a bool)."""
+    if dtype == torch.bool:
+        return bool(value)
+    return float(value) if dtype.is_floating_point else int(value)
 
 
-ONNX_DECOMPOSITIONS: dict[Any, Callable[..., Any]] = {
-    aten._to_copy: _to_copy,
+def _zero(x):
+    return torch.full(tuple(x.shape), 0, dtype=x.dtype)
+
+
+DECOMPOSITIONS: dict[Any, Callable[..., Any]] = {
+    aten.angle: _angle,
+    aten.frexp: _frexp,
+    aten.isclose: _isclose,
+    aten.float_power: _float_power,
+    aten.full_like: _full_like,
+    aten.zeros_like: _zeros_like,
+    aten.fill: _fill,
+    aten.zero: _zero,
     aten.trunc: _trunc,
     aten.fix: _trunc,
     aten.frac: _frac,
@@ -242,14 +239,14 @@ ONNX_DECOMPOSITIONS: dict[Any, Callable[..., Any]] = {
     aten.asinh: _asinh,
     aten.acosh: _acosh,
     aten.atanh: _atanh,
-    aten.expm1: _expm1,
+    aten.expm1: expm1,
     aten.exp2: _exp2,
     aten.deg2rad: _deg2rad,
     aten.rad2deg: _rad2deg,
-    aten.signbit: _signbit,
+    aten.signbit: signbit,
     aten.copysign: _copysign,
     aten.heaviside: _heaviside,
-    aten.logaddexp: _logaddexp,
+    aten.logaddexp: logaddexp,
     aten.logaddexp2: _logaddexp2,
     aten.isposinf: _isposinf,
     aten.isneginf: _isneginf,
@@ -260,10 +257,4 @@ ONNX_DECOMPOSITIONS: dict[Any, Callable[..., Any]] = {
     aten.special_xlog1py: _xlog1py,
     aten.sgn: _sgn,
     aten.erfc: _erfc,
-    aten.count_nonzero: _count_nonzero,
-    aten.nansum: _nansum,
-    aten.cumprod: _cumprod,
-    aten.logcumsumexp: _logcumsumexp,
-    aten.cummax: _cummax,
-    aten.cummin: _cummin,
 }
