@@ -134,6 +134,8 @@ def describe(func: Any, args: tuple, kwargs: dict) -> Operation:
         return Operation(
             "unsupported", func, f"{name}(out=...)", hint="assign the result instead of out=."
         )
+    if isinstance(func, torch._ops.OpOverload):  # an ATen operation (torch.export, TorchScript)
+        return Operation("call_function", func, f"torch.ops.{func}", mutates=_writes(func))
     if not _is_tensor_method(func):
         mutates = (name.endswith("_") and not name.endswith("__")) or kwargs.get("inplace") is True
         return Operation("call_function", func, qualified_name(func), mutates=mutates)
@@ -177,6 +179,11 @@ def _attribute(attr: str, args: tuple) -> Operation:
     return Operation(
         "unsupported", None, f"Tensor.{attr}", hint="this tensor attribute is not traced."
     )
+
+
+def _writes(op: torch._ops.OpOverload) -> bool:
+    """Whether ATen operation ``op`` writes into one of its arguments (``aten.copy_``)."""
+    return any(a.alias_info is not None and a.alias_info.is_write for a in op._schema.arguments)
 
 
 def _is_tensor_method(func: Any) -> bool:

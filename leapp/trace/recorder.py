@@ -21,6 +21,7 @@ import torch.fx as fx
 from torch.utils import _pytree as pytree
 
 from leapp.errors import TraceError
+from leapp.trace import script_calls
 from leapp.trace.location import user_location
 from leapp.trace.operation import NUMBER_HINT, Operation, describe
 from leapp.trace.tensor import TracedTensor, adopt, plain_again, trace_of, wrap
@@ -91,6 +92,8 @@ class NodeTrace:
         self.tracked_buffers: list[Any] = []
         self.external_inputs: dict[str, Any] = {}
         self.releases: list[Any] = []
+        # leapp.trace.script_calls: module tensors TorchScript code wrote, states (port -> state)
+        self.script_states: dict[str, Any] = {}
 
     # ----------------------------------------------------------------- inputs and constants
     def add_input(self, name: str, value: torch.Tensor, source: PortSource | None) -> TracedTensor:
@@ -234,6 +237,8 @@ def dispatch(func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
         leaves = pytree.tree_leaves((args, kwargs))
     traces = {id(t): t for t in map(trace_of, leaves) if t}
     trace = _owning_trace(func, list(traces.values()))
+    if trace is not None and script_calls.is_script_call(func):
+        return script_calls.call(trace, func, args, kwargs)  # inlined as its ATen operations
     op = describe(func, args, kwargs)
     if trace is not None and not trace.recording.numpy_crossing and _reads_into_numpy(func):
         with torch._C.DisableTorchFunctionSubclass():

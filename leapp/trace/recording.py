@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from leapp.errors import ExportError, GraphError, PortTypeError, SessionError, TraceError
-from leapp.trace import buffers, crossing, sources, states
+from leapp.trace import buffers, crossing, script_calls, sources, states
 from leapp.trace.array import is_live, port_tensor, port_tensors
 from leapp.trace.location import user_location
 from leapp.trace.recorder import NodeTrace
@@ -81,6 +81,7 @@ class Recording:
         self.order: list[str] = []  # nodes in the order their first run closed
         self.open: dict[str, NodeTrace] = {}
         self.plain_outputs: dict[int, Any] = {}  # published buffers, plain again (sources)
+        script_calls.activate()  # ScriptFunction calls on traced values are recorded
 
     def cached_runs(self, node: str) -> list[NodeTrace]:
         """The runs of ``node`` whose input/output examples are kept (the first
@@ -246,6 +247,7 @@ class Recording:
                     "Put it in the outputs dict instead."
                 )
         changed = buffers.collect(trace)  # annotate.module's buffers: states or constants
+        changed.update(script_calls.next_states(trace))  # tensors TorchScript code wrote
         if changed:
             self.update_state(node, changed)
         states.pass_through(trace, self.runs[node])
@@ -341,6 +343,7 @@ class Recording:
         the closed runs stay, for ``compile_graph``."""
         self.active = False
         crossing.deactivate()
+        script_calls.deactivate()
         for trace in self.open.values():
             trace.release_adopted()
         self.open.clear()
