@@ -24,11 +24,12 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from leapp.errors import TraceError
+from leapp.errors import SessionError, TraceError
 from leapp.semantics import TensorSemantics
 from leapp.session import active_session
 from leapp.trace import ports as port_names
 from leapp.trace.handover import mirror
+from leapp.trace.location import user_location
 from leapp.trace.payload import read_payload
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "state_tensors",
     "stop",
     "update_state",
+    "warp_op",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -276,6 +278,41 @@ def module(node: str, model: Any, buffer_names: Any = None) -> None:
     session = active_session()
     if session is not None:
         session.track_module(node, model, buffer_names)
+
+
+def warp_op(node: str, inputs: Any = None, outputs: Any = None, **params: Any) -> Any:
+    """Context manager: the Warp calls in the block are one Warp segment of ``node``.
+
+    ::
+
+        state = annotate.input_tensors("physics", {"state": state})
+        with annotate.warp_op("physics"):
+            q = wp.from_torch(state, dtype=wp.quat)
+            wp.launch(gravity_in_body, dim=1, inputs=[q], outputs=[g_body])
+        g = wp.to_torch(g_body)
+
+    Warp calls on a node's values are recorded without it (each run of Warp calls between
+    torch operations is one segment); the block also records calls that touch none of the
+    node's arrays (a kernel filling a scratch array), and starts and ends a segment where it
+    starts and ends. Call it after ``input_tensors`` opened the node. ``inputs``, ``outputs``
+    and other keywords are NVIDIA LEAPP's; leapp finds a segment's inputs and outputs itself
+    and ignores them. Outside a session the block runs unrecorded.
+    """
+    import contextlib
+
+    from leapp.trace import warp_calls
+
+    session = active_session()
+    if session is None:
+        return contextlib.nullcontext()
+    del inputs, outputs, params
+    trace = session.open.get(node)
+    if trace is None:
+        raise SessionError(
+            f"annotate.warp_op({node!r}) at {user_location()}: node {node!r} has no open run. "
+            f"Call annotate.input_tensors({node!r}, {{...}}) first."
+        )
+    return warp_calls.explicit_segment(trace)
 
 
 def mirror_leapp_tags(source: Any, target: Any) -> Any:

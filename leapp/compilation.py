@@ -211,6 +211,14 @@ def _model_spec(spec_module, trace: NodeTrace, prepared: ExportGraph, artifact, 
     md5 = sha256 = None
     if artifact.model_path is not None:
         md5, sha256 = spec_module.file_checksums(directory / artifact.model_path)
+    warp = {}  # ours, ignored by LEAPP readers: the node's Warp archive and its checksums
+    if artifact.warp_archive is not None:
+        warp_md5, warp_sha256 = spec_module.file_checksums(directory / artifact.warp_archive)
+        warp = {
+            "warp_archive": artifact.warp_archive,
+            "warp_md5sum": warp_md5,
+            "warp_sha256sum": warp_sha256,
+        }
     return spec_module.ModelSpec(
         name=trace.node,
         inputs=tuple(
@@ -226,9 +234,10 @@ def _model_spec(spec_module, trace: NodeTrace, prepared: ExportGraph, artifact, 
             md5sum=md5,
             sha256sum=sha256,
             backend=artifact.backend,
-            warp_segments=0,
+            warp_segments=artifact.warp_segments,
             opset_version=artifact.opset_version,
             torch_version=artifact.torch_version,
+            extra=warp,
         ),
     )
 
@@ -333,6 +342,8 @@ def _remove_previous_export(directory: Path, name: str) -> None:
         yaml_path.unlink()
         return
     names = [m.parameters.model_path for m in old.models]
+    archives = [m.parameters.extra.get("warp_archive") for m in old.models]
+    names += [archive for archive in archives if isinstance(archive, str)]
     names += [old.pipeline.initial_values, old.pipeline.examples, yaml_path.name]
     for file_name in filter(None, names):
         target = directory / file_name

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from leapp.errors import SessionError
-from leapp.trace import crossing
+from leapp.trace import crossing, warp_calls
 from leapp.trace.recording import Recording
 
 logger = logging.getLogger(__name__)
@@ -109,6 +109,7 @@ def start(
     )
     if _active.numpy_crossing:
         crossing.activate()
+    warp_calls.activate()  # Warp calls in nodes become Warp segments (when warp is imported)
     logger.info("recording pipeline %r", name)
     return _active
 
@@ -133,7 +134,10 @@ def stop() -> None:
     """End recording. Annotations are no-ops again afterwards."""
     if _active is None or not _active.active:
         raise SessionError("leapp.stop(): no session is recording; call leapp.start() first.")
-    _active.stop()
+    try:
+        _active.stop()
+    finally:
+        warp_calls.deactivate()
 
 
 def take_stopped() -> Recording:

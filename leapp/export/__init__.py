@@ -30,7 +30,7 @@ import re
 import time
 import types
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,13 +72,16 @@ class Artifact:
 
     ``model_path`` is the artifact's file name relative to the export folder (None when the node
     was not exported), ``backend`` one of :data:`BACKENDS` or None, ``opset_version`` is set for
-    ONNX and ``torch_version`` for pt2 artifacts.
+    ONNX and ``torch_version`` for pt2 artifacts. A node with Warp segments has
+    ``warp_segments`` > 0 and ``warp_archive``, the file holding them (:mod:`leapp.export.warp`).
     """
 
     model_path: str | None
     backend: str | None
     opset_version: int | None = None
     torch_version: str | None = None
+    warp_segments: int = 0
+    warp_archive: str | None = None
 
 
 def export_node(
@@ -166,7 +169,10 @@ def _export_builtin(
         from leapp.export import onnx as module
     else:
         from leapp.export import pt2 as module
-    return module.export(
+    from leapp.export.warp import export_segments
+
+    warp = export_segments(prepared, node=node, backend=backend, directory=folder)
+    artifact = module.export(
         prepared,
         inputs,
         node=node,
@@ -175,6 +181,9 @@ def _export_builtin(
         directory=folder,
         **options,
     )
+    if warp is None:
+        return artifact
+    return replace(artifact, warp_segments=warp.segments, warp_archive=warp.file_name)
 
 
 def prepare_graph_module(

@@ -118,6 +118,10 @@ def load_model(
         )
     started = time.perf_counter()
     try:
+        if parameters.warp_segments:  # its Warp archive first: the artifact calls its segments
+            from leapp.run.warp_runtime import load_archive
+
+            load_archive(spec, model)
         call = loader(path, model)
     except PipelineError:
         raise

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from leapp.spec.schema import Spec
+from leapp.spec.schema import ModelSpec, Spec
 
 __all__ = ["check_checksums", "file_checksums"]
 
@@ -31,6 +31,7 @@ def check_checksums(spec: Spec) -> list[str]:
 
     for model in spec.models:
         params = model.parameters
+        problems += _warp_archive_problems(spec, model)
         if params.model_path is None:
             continue
         where = f"models.{model.name}.parameters"
@@ -64,3 +65,35 @@ def check_checksums(spec: Spec) -> list[str]:
                     "restore the original file",
                 )
     return problems
+
+
+def _warp_archive_problems(spec: Spec, model: ModelSpec) -> list[str]:
+    """The node's Warp archive (``parameters.warp_archive``, ours) against its checksums."""
+    extra = model.parameters.extra
+    name = extra.get("warp_archive")
+    if name is None:
+        return []
+    where = f"models.{model.name}.parameters"
+    file = spec.directory / str(name)
+    if not file.is_file():
+        return [
+            f"{where}.warp_archive: expected the Warp archive of node {model.name!r} at {file} "
+            "but there is no such file; re-export the pipeline or copy the file next to the YAML"
+        ]
+    try:
+        actual = dict(zip(("warp_md5sum", "warp_sha256sum"), file_checksums(file), strict=True))
+    except OSError as e:
+        return [f"{where}.warp_archive: cannot read {file} (node {model.name!r}): {e}"]
+    if extra.get("warp_sha256sum") is None:
+        return [
+            f"{where}.warp_sha256sum: expected a sha256sum to verify {file} (node "
+            f"{model.name!r}) but found none; re-export the pipeline or load with "
+            "verify_checksums=False"
+        ]
+    return [
+        f"{where}.{key}: expected {file} (node {model.name!r}) to have {key} {extra[key]} but "
+        f"found {value}; the file changed after export: re-export the pipeline or restore the "
+        "original file"
+        for key, value in actual.items()
+        if extra.get(key) is not None and str(extra[key]).lower() != value
+    ]
