@@ -273,6 +273,32 @@ def test_a_torch_export_program_module_is_recorded(tmp_path):
     assert_matches_eager(compiled, lambda obs: program(obs), fresh_obs, samples=TICKS)
 
 
+class Accumulating(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(1, OBS))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        self.total.add_(obs)
+        return self.total * 2
+
+
+def test_a_torch_export_program_writing_its_buffer_is_a_state_with_annotate_module(tmp_path):
+    example = (torch.randn(1, OBS),)
+    program = torch.export.export(Accumulating(), example).module()
+    eager = torch.export.export(Accumulating(), example).module()
+    leapp.start("exported", save_path=tmp_path)
+    with torch.no_grad():
+        for _ in range(2):
+            obs = annotate.input_tensors("policy", {"obs": torch.randn(1, OBS)})
+            annotate.module("policy", program)
+            annotate.output_tensors("policy", {"action": program(obs)}, export_with="pt2")
+    leapp.stop()
+    compiled = leapp.compile_graph()
+    assert [p.name for p in compiled.spec.model("policy").inputs] == ["obs", "total"]
+    assert_pipeline_follows_eager(compiled, eager, states=("total",), ticks=10)
+
+
 # -------------------------------------------------------------------------- error paths
 def line_of(marker: str) -> str:
     source, _ = inspect.getsourcelines(inspect.getmodule(line_of))

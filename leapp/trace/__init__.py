@@ -10,6 +10,9 @@
 - :mod:`leapp.trace.numpy_recorder`: NumPy calls recorded as their torch equivalents (from the
   table in :mod:`leapp.numpy`), :mod:`leapp.trace.indexing` for indexing and item assignment;
 - :mod:`leapp.trace.crossing`: ``torch.from_numpy`` / ``np.asarray`` keep the trace;
+- :mod:`leapp.trace.script_calls`: TorchScript modules and functions called on traced values,
+  recorded as the ATen operations they run (tensors they write become states), replayed by
+  :mod:`leapp.trace.script_replay`;
 - :mod:`leapp.trace.sources`: where each declared input comes from (an edge, outside, the node
   itself) and what it may not be; :mod:`leapp.trace.handover`: published outputs between nodes
   (identity-like calls keep the edge) and ``annotate.mirror_leapp_tags``;
