@@ -108,7 +108,7 @@ def call(trace: NodeTrace, func: Any, args: tuple, kwargs: dict) -> Any:
     scalars = _scalar_attributes(owner)
     flat, spec = pytree.tree_flatten((args, kwargs))
     positions = [i for i, leaf in enumerate(flat) if isinstance(leaf, torch.Tensor)]
-    paths = [path for path, held in attributes.items() if not held.is_parameter]
+    paths = [p for p, held in attributes.items() if not (held.is_parameter or held.in_container)]
     try:
         graph = _dry_run(what, _plain_callable(func), flat, spec, positions, owner, paths)
     finally:
@@ -125,12 +125,7 @@ def call(trace: NodeTrace, func: Any, args: tuple, kwargs: dict) -> Any:
     try:
         outputs, after = replay(trace, graph, [flat[i] for i in positions], known)
     except LeappError as e:
-        raise TraceError(
-            f"{what} cannot be recorded: {e} The script is recorded by running it once per "
-            "call and replaying its operations on the traced values; express data-dependent "
-            "choices with tensor operations (torch.where) in the script, or call it outside "
-            "the node and pass its result in with annotate.input_tensors."
-        ) from e
+        raise TraceError(f"{what} cannot be recorded: {e}") from e
     for path, value in zip(paths, after, strict=True):
         if path in states:
             _advance(trace, states[path], owner, path, value, reassigned=written[path])
@@ -201,9 +196,13 @@ def _restore(
     written: dict[str, bool] = {}
     refused = []
     for path, held in attributes.items():
-        now = _get(owner, path)
+        now = held.tensor if held.in_container else _get(owner, path)
         if now is held.tensor and held.tensor._version == held.version:
             continue
+        if held.in_container:
+            with torch.no_grad(), torch._C.DisableTorchFunctionSubclass():
+                held.tensor.copy_(held.snapshot)
+            continue  # the replay refuses the write
         if held.is_parameter:
             refused.append(f"parameter {path!r}")
         written[path] = now is not held.tensor
@@ -226,6 +225,7 @@ class _Held:
     is_parameter: bool
     version: int
     snapshot: torch.Tensor
+    in_container: bool = False  # a tensor in a list/dict attribute: restored, never a state
 
 
 def _tensor_attributes(owner: Any) -> dict[str, _Held]:
@@ -237,10 +237,18 @@ def _tensor_attributes(owner: Any) -> dict[str, _Held]:
     held = {}
     for path, value in iterators["named_attributes_r"]:
         if isinstance(value, torch.Tensor):
-            with torch._C.DisableTorchFunctionSubclass():
-                snapshot = value.detach().clone()
-            held[path] = _Held(value, id(value) in parameters, value._version, snapshot)
+            held[path] = _hold(value, id(value) in parameters)
+        elif isinstance(value, (list, tuple, dict)):  # restored, never states (refused)
+            for index, leaf in enumerate(pytree.tree_leaves(value)):
+                if isinstance(leaf, torch.Tensor):
+                    held[f"{path}[{index}]"] = _hold(leaf, False, in_container=True)
     return held
+
+
+def _hold(tensor: torch.Tensor, is_parameter: bool, in_container: bool = False) -> _Held:
+    with torch._C.DisableTorchFunctionSubclass():
+        snapshot = tensor.detach().clone()
+    return _Held(tensor, is_parameter, tensor._version, snapshot, in_container)
 
 
 def _scalar_attributes(owner: Any) -> dict[str, Any]:

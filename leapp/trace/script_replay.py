@@ -89,7 +89,7 @@ class _Replay:
 
     def _read_attribute(self, node: fx.Node) -> None:
         """A module tensor: one root per tensor, however many times the graph reads it."""
-        value = getattr(self.module, node.target)
+        value = _attribute(self.module, node)
         first = self.attributes.setdefault(id(value), node)
         if first is node:
             self.env[node] = self.known.get(id(value), value)
@@ -103,7 +103,7 @@ class _Replay:
         target = node.target
         args, kwargs = fx.node.map_arg((node.args, node.kwargs), self._value)
         written = _written_argument(target)
-        if written is not None and isinstance(node.args[written], fx.Node):
+        if written is not None and isinstance(_at(node.args, written), fx.Node):
             view = self._view_of(node.args[written])
             if view.root.op != "placeholder":
                 self._write(node, view, args, kwargs)
@@ -145,6 +145,12 @@ class _Replay:
     # ------------------------------------------------------------------------- a write
     def _write(self, node: fx.Node, view: _View, args: tuple, kwargs: dict) -> None:
         """Record in-place ``node`` on ``view`` as the pure next value of its root."""
+        if view.root.op == "get_attr" and id(_attribute(self.module, view.root)) not in self.known:
+            raise TraceError(
+                f"the script writes with torch.ops.{node.target} into a tensor it holds outside "
+                "its buffers and tensor attributes (in a list or dict attribute?), which leapp "
+                "cannot carry from one tick to the next. Keep it in a registered buffer."
+            )
         root = self._value(view.root)
         current = args[_written_argument(node.target)]
         new = _out_of_place(node, current, args, kwargs)
@@ -166,6 +172,14 @@ class _Replay:
         self.views[node] = _View(view.root, view.chain, -1)
         self.env[node] = None
         self._value(node)
+
+
+def _at(args: tuple, index: int) -> Any:
+    return args[index] if index < len(args) else None
+
+
+def _attribute(module: fx.GraphModule, node: fx.Node) -> Any:
+    return getattr(module, node.target)
 
 
 def _out_of_place(node: fx.Node, current: Any, args: tuple, kwargs: dict) -> Any:
