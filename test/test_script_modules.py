@@ -322,6 +322,7 @@ def test_control_flow_on_values_inside_a_script_is_a_trace_error_naming_node_and
     assert "node 'policy'" in message and "flip_if_positive" in message
     assert line_of("flip_if_positive(obs)  # the call site") in message
     assert "turns a tensor into a Python value" in message and "torch.where" in message
+    assert f"at {line_of('if bool(obs.sum() > 0):')} in the script" in message
 
 
 class Counting(torch.nn.Module):
@@ -356,3 +357,38 @@ def test_a_script_that_fails_on_its_inputs_is_a_trace_error_naming_the_module(tm
     message = str(error.value)
     assert "node 'policy'" in message and "module Sequential (forward)" in message
     assert line_of("policy(obs)  # the wrong shape") in message
+
+
+class ListHistory(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.frames: list[torch.Tensor] = [torch.zeros(1, OBS)]
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        self.frames[0].add_(obs)
+        return self.frames[0]
+
+
+def test_a_write_into_a_tensor_held_in_a_list_attribute_is_refused(tmp_path):
+    history = torch.jit.script(ListHistory())
+    leapp.start("scripted", save_path=tmp_path)
+    obs = annotate.input_tensors("policy", {"obs": torch.ones(1, OBS)})
+    with pytest.raises(TraceError) as error:
+        history(obs)  # the list write
+    message = str(error.value)
+    assert "node 'policy'" in message and "module ListHistory (forward)" in message
+    assert line_of("history(obs)  # the list write") in message
+    assert "registered buffer" in message
+    assert not history.frames[0].any()  # the dry run's write was put back
+
+
+def test_a_script_function_on_an_output_between_nodes_cannot_feed_another_node(tmp_path):
+    leapp.start("scripted", save_path=tmp_path)
+    obs = annotate.input_tensors("first", {"obs": torch.ones(1, OBS)})
+    out = obs * 2
+    annotate.output_tensors("first", {"out": out}, export_with="jit")
+    squashed = squash(out, 0.5)  # outside any node
+    with pytest.raises(TraceError) as error:
+        annotate.input_tensors("second", {"obs": squashed})
+    assert "TorchScript function squash" in str(error.value)
+    assert line_of("squashed = squash(out, 0.5)  # outside any node") in str(error.value)

@@ -289,6 +289,8 @@ def _owning_trace(func: Any, traces: list[NodeTrace]) -> NodeTrace | None:
     open_traces = [t for t in live if not t.closed]
     closed = [t for t in live if t.closed]
     name = func if isinstance(func, str) else getattr(func, "__name__", repr(func))
+    if script_calls.is_script_call(func):
+        name = f"TorchScript {script_calls.script_name(func)}"
     if len(open_traces) > 1:
         a, b = open_traces[0].node, open_traces[1].node
         raise TraceError(

@@ -51,7 +51,15 @@ from leapp.trace.tensor import TracedTensor, trace_of, wrap
 if TYPE_CHECKING:
     from leapp.trace.recorder import NodeTrace
 
-__all__ = ["ScriptState", "activate", "call", "deactivate", "is_script_call", "next_states"]
+__all__ = [
+    "ScriptState",
+    "activate",
+    "call",
+    "deactivate",
+    "is_script_call",
+    "next_states",
+    "script_name",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -85,10 +93,18 @@ def activate() -> None:
         from leapp.trace.recorder import owning_trace
 
         traces = {id(t): t for t in map(trace_of, pytree.tree_leaves((args, kwargs))) if t}
-        trace = owning_trace(_script_name(self), list(traces.values())) if traces else None
-        if trace is None:
-            return original(self, *args, **kwargs)
-        return call(trace, self, args, kwargs)
+        trace = owning_trace(script_name(self), list(traces.values())) if traces else None
+        if trace is not None:
+            return call(trace, self, args, kwargs)
+        closed = [t for t in traces.values() if t.recording.active]
+        if closed:  # on published outputs between nodes: marked as computed outside nodes
+            from leapp.trace.handover import outside_nodes
+            from leapp.trace.operation import Operation
+
+            op = Operation("call_function", self, f"TorchScript {script_name(self)}")
+            run = functools.partial(original, self)
+            return outside_nodes(run, op, args, kwargs, closed[0])
+        return original(self, *args, **kwargs)
 
     torch._C.ScriptFunction.__call__ = recorded_call
 
@@ -102,7 +118,7 @@ def deactivate() -> None:
 def call(trace: NodeTrace, func: Any, args: tuple, kwargs: dict) -> Any:
     """Run TorchScript ``func`` on ``args`` eagerly and record it into ``trace``, inlined."""
     where = user_location()
-    what = f"node {trace.node!r}: TorchScript {_script_name(func)} called at {where}"
+    what = f"node {trace.node!r}: TorchScript {script_name(func)} called at {where}"
     owner = getattr(func, "owner", None)  # a ScriptMethod's module; None for a ScriptFunction
     attributes = _tensor_attributes(owner)
     scalars = _scalar_attributes(owner)
@@ -334,7 +350,8 @@ def _set(owner: Any, path: str, value: Any) -> None:
     (_get(owner, parent) if parent else owner).setattr(name, value)
 
 
-def _script_name(func: Any) -> str:
+def script_name(func: Any) -> str:
+    """``module Actor (forward)`` or ``function squash``, for messages."""
     owner = getattr(func, "owner", None)
     if owner is not None:
         return f"module {_type_name(owner)} ({func.name})"
