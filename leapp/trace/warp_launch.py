@@ -98,9 +98,15 @@ def is_array(value: Any) -> bool:
 
 
 def states_of(arrays: list) -> list:
-    """The tracker's states of those ``arrays`` it knows."""
+    """The tracker's states of those ``arrays`` it knows, or of the arrays they view."""
     tracker = recording()
-    return [s for s in map(tracker.state, arrays) if s is not None]
+    found = []
+    for array in arrays:
+        while array is not None and tracker.state(array) is None:
+            array = getattr(array, "_ref", None)
+        if array is not None:
+            found.append(tracker.state(array))
+    return found
 
 
 def tensor_view(array: Any) -> Any:
