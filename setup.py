@@ -42,7 +42,8 @@ setup(
     # requirements-ros.txt), never from here: the PyPI package named "launch" is unrelated.
     install_requires=read_requirements("requirements.txt"),
     # pytest is the test runner: without it colcon test falls back to unittest and runs nothing.
-    extras_require={"test": ["pytest>=8,<9"]},
+    # warp: Warp kernels in nodes (pip install leapp_ros[warp]); everything else works without.
+    extras_require={"test": ["pytest>=8,<9"], "warp": ["warp-lang>=1.19"]},
     zip_safe=True,
     data_files=[
         (

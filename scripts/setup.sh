@@ -8,8 +8,9 @@
 #
 # What it installs: requirements.txt (with torch==2.13.0: always that exact pin, any other spec
 # downloads several GB), requirements-ros.txt (ROS 2 from PyPI wheels), requirements-dev.txt
-# (pytest<9, ruff), then this package. Where ../shared/ros2-launch exists next to the repository
-# (or LEAPP_ROS2_LAUNCH names such a folder), its install.sh adds the ROS 2 launch stack that the
+# (pytest<9, ruff, warp-lang: optional for users, tested here), then this package. Where
+# ../shared/ros2-launch exists next to the repository (or LEAPP_ROS2_LAUNCH names such a
+# folder), its install.sh adds the ROS 2 launch stack that the
 # PyPI wheels lack (launch, launch_ros, launch_testing, ros2cli, composition_interfaces, colcon),
 # so `ros2 launch`, launch_testing, `ros2 component` and `colcon build/test` work in .venv;
 # without it those tests skip, saying what to install. A real ROS 2 install needs none of this.
