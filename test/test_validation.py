@@ -141,3 +141,40 @@ def test_shape_and_dtype_differences_are_mismatches():
     assert compare(torch.zeros(3), torch.zeros(3).double(), rtol=0, atol=0)[1] == (
         "dtype torch.float32 but torch.float64 was traced"
     )
+
+
+def test_equal_infinities_match():
+    infinities = torch.tensor([math.inf, -math.inf, 1.0])
+    assert compare(infinities, infinities.clone(), rtol=1e-3, atol=1e-5) == (0.0, None)
+    _, detail = compare(torch.tensor([math.inf]), torch.tensor([-math.inf]), rtol=1, atol=1)
+    assert detail is not None
+
+
+def _positive_definite(n):
+    a = torch.randn(n, n)
+    return a @ a.T + n * torch.eye(n)
+
+
+def test_artifact_that_raises_on_zeros_is_validated_on_its_traced_values(tmp_path, caplog):
+    from conftest import assert_matches_eager, export_function
+
+    for backend in ("jit", "pt2"):
+        compiled = export_function(
+            tmp_path / backend,
+            lambda a: torch.linalg.cholesky(a),
+            {"a": _positive_definite(4)},
+            backend,
+        )
+        assert compiled.report.ok and compiled.report.checked == ("node",)
+        assert_matches_eager(
+            compiled, lambda a: torch.linalg.cholesky(a), lambda: {"a": _positive_definite(4)}
+        )
+    assert "raises on zeros of its input shapes" in caplog.text
+
+
+def test_output_whose_shape_depends_on_values_fails_validation(tmp_path):
+    from conftest import export_function
+
+    x = torch.tensor([1.0, -2.0, 3.0, -4.0])
+    with pytest.raises(ValidationError, match="depends on the input values"):
+        export_function(tmp_path, lambda x: torch.masked_select(x, x > 0), {"x": x}, "jit")

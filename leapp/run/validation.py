@@ -212,7 +212,9 @@ def compare(
     gap = (actual.to(wide) - expected.to(wide)).abs()
     gap = torch.where(same, torch.zeros_like(gap), gap)
     allowed = atol + rtol * expected.to(wide).abs()
-    bad = ~(gap <= allowed) & ~same  # NaN on one side only gives a NaN gap: bad
+    # NaN on one side only gives a NaN gap; an infinity matches only the same infinity.
+    infinite = torch.isinf(actual) | torch.isinf(expected)
+    bad = (~(gap <= allowed) | infinite) & ~same
     difference = float(gap.max()) if not torch.isnan(gap).any() else math.inf
     if bad.any():
         return difference, f"{int(bad.sum())} of {actual.numel()} values beyond tolerance"

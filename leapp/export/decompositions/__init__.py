@@ -9,7 +9,7 @@ again, without end). Torch's own decompositions are used for the operations not 
 these exist where torch's end in ``prims`` operations (which no exporter knows) or are missing.
 
 One module per family: :mod:`.elementwise`, :mod:`.reductions`, :mod:`.indexing`,
-:mod:`.layers` (pooling, normalization, activations, losses).
+:mod:`.layers` (pooling, normalization, activations, losses), :mod:`.linalg`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from leapp.export.decompositions import elementwise, indexing, layers, reductions
+from leapp.export.decompositions import elementwise, indexing, layers, linalg, reductions
 
 __all__ = ["ONNX_DECOMPOSITIONS"]
 
@@ -26,4 +26,5 @@ ONNX_DECOMPOSITIONS: dict[Any, Callable[..., Any]] = {
     **reductions.DECOMPOSITIONS,
     **indexing.DECOMPOSITIONS,
     **layers.DECOMPOSITIONS,
+    **linalg.DECOMPOSITIONS,
 }
