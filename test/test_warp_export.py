@@ -134,3 +134,31 @@ def test_a_warp_node_exported_with_onnx_is_refused_naming_the_backends_that_hold
 
     with pytest.raises(ExportError, match=r"node 'node' holds 1 Warp segment.*'jit' or 'pt2'"):
         export_function(tmp_path, body, {"x": torch.randn(4)}, "onnx")
+
+
+@pytest.mark.skipif(
+    not wp.is_cuda_available(), reason="no CUDA device (the CPU tests cover the rest)"
+)
+@pytest.mark.parametrize("backend", ["jit", "pt2"])
+def test_a_warp_node_traced_on_cuda_runs_on_cuda_and_matches_eager(tmp_path, backend):
+    def rotate(q, v):
+        body = wp.zeros(q.shape[0], dtype=wp.vec3, device="cuda:0")
+        quats, vectors = wp.from_torch(q, dtype=wp.quat), wp.from_torch(v, dtype=wp.vec3)
+        wp.launch(kernels.rotate_into_body, q.shape[0], inputs=[quats, vectors], outputs=[body])
+        wp.synchronize_device("cuda:0")
+        return wp.to_torch(body)
+
+    def inputs():
+        q = torch.randn(8, 4, device="cuda")
+        return {"q": q / q.norm(dim=1, keepdim=True), "v": torch.randn(8, 3, device="cuda")}
+
+    compiled = export_function(tmp_path, rotate, inputs(), backend, node="rotate")
+    with zipfile.ZipFile(compiled.path.parent / "rotate.warp") as archive:
+        manifest = json.loads(archive.read("manifest.json"))
+    assert [s["device"] for s in manifest["segments"]] == ["cuda:0"]
+    model = load_model(compiled.spec, "rotate")
+    for _ in range(FRESH_SAMPLES):
+        fresh = inputs()
+        (got,) = model.run([fresh["q"], fresh["v"]])
+        assert got.is_cuda
+        torch.testing.assert_close(got, rotate(**fresh), rtol=1e-5, atol=1e-5)
