@@ -8,12 +8,14 @@ import json
 import shutil
 import zipfile
 
+import numpy as np
 import pytest
 import torch
 from conftest import FRESH_SAMPLES, export_function
 from warp_support import example, example_export_fixture, example_policy, kernels, wp  # noqa: F401
 
 import leapp
+from leapp import InferenceManager
 from leapp.errors import ExportError, PipelineError, SpecError
 from leapp.run.model import load_model
 from leapp_ros.cli import main as leapp_ros
@@ -91,6 +93,34 @@ def test_the_example_matches_eager_on_fresh_states_through_pipeline(example_expo
         inputs = dict(zip(pipeline.input_keys, state, strict=True))
         got = pipeline.step(inputs)["targets/joint_target"]
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_inference_manager_runs_the_example(example_export):
+    manager = InferenceManager(str(example_export / "warp_gravity.yaml"))
+    state = example.random_state(torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        expected = example.step(example_policy(), *state)
+    out = manager.run_policy(dict(zip(manager.inputs, state, strict=True)))
+    torch.testing.assert_close(out["targets/joint_target"], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_numpy_values_handed_to_warp_match_eager_through_pipeline(tmp_path):
+    def shift(x):
+        out = wp.zeros(4, dtype=wp.float32)
+        bias = wp.array([0.5, -0.5, 1.0, 0.0], dtype=wp.float32)
+        values = wp.from_numpy(np.square(x), dtype=wp.float32)
+        wp.launch(kernels.scale_add, 4, inputs=[values, 3.0, bias], outputs=[out])
+        return wp.to_torch(out)
+
+    def fresh():
+        return np.random.default_rng().standard_normal(4).astype(np.float32)
+
+    compiled = export_function(tmp_path, shift, {"x": fresh()}, "jit")
+    pipeline = leapp.Pipeline.load(compiled.path)
+    for _ in range(FRESH_SAMPLES):
+        x = fresh()
+        got = pipeline.step({"node/x": torch.from_numpy(x)})["node/out0"]
+        torch.testing.assert_close(got, shift(x.copy()), rtol=1e-5, atol=1e-5)
 
 
 def test_leapp_ros_verify_replays_the_example(example_export, capsys):
