@@ -15,7 +15,7 @@ from conftest import FRESH_SAMPLES, export_function
 from warp_support import example, example_export_fixture, example_policy, kernels, wp  # noqa: F401
 
 import leapp
-from leapp import InferenceManager
+from leapp import InferenceManager, annotate
 from leapp.errors import ExportError, PipelineError, SpecError
 from leapp.run.model import load_model
 from leapp_ros.cli import main as leapp_ros
@@ -64,6 +64,33 @@ def test_warp_and_torch_in_one_node_match_eager_on_fresh_inputs_through_pipeline
         got = pipeline.step({f"dyn/{k}": v for k, v in fresh.items()})
         for port, value in zip(("out0", "out1", "out2"), expected, strict=True):
             torch.testing.assert_close(got[f"dyn/{port}"], value, rtol=1e-5, atol=1e-5)
+
+
+def test_buffers_allocated_once_and_viewed_by_torch_once_export_as_eager(tmp_path):
+    body = wp.empty(2, dtype=wp.vec3)  # allocated once, reused every tick
+    body_view = wp.to_torch(body)  # one zero-copy torch view, made before the session
+
+    def tick(q, v):
+        q, v = annotate.input_tensors("pre", {"q": q, "v": v})
+        quats, vectors = wp.from_torch(q, dtype=wp.quat), wp.from_torch(v, dtype=wp.vec3)
+        wp.launch(kernels.rotate_into_body, 2, inputs=[quats, vectors], outputs=[body])
+        out = v * 0.5 + body_view  # the view meets traced values: it stands for the array
+        annotate.output_tensors("pre", {"out": out}, export_with="jit")
+        return out
+
+    def fresh():
+        q = torch.randn(2, 4)
+        return q / q.norm(dim=1, keepdim=True), torch.randn(2, 3)
+
+    leapp.start("reused", save_path=tmp_path)
+    for _ in range(3):
+        tick(*fresh())
+    leapp.stop()
+    pipeline = leapp.Pipeline.load(leapp.compile_graph().path)  # validated on every tick
+    for _ in range(FRESH_SAMPLES):
+        q, v = fresh()
+        got = pipeline.step({"pre/q": q, "pre/v": v})["pre/out"]
+        torch.testing.assert_close(got, tick(q, v), rtol=1e-5, atol=1e-5)
 
 
 def test_each_run_of_warp_calls_is_a_segment_in_the_spec_and_archive(dynamics_export):

@@ -21,7 +21,7 @@ import torch.fx as fx
 from torch.utils import _pytree as pytree
 
 from leapp.errors import TraceError
-from leapp.trace import script_calls
+from leapp.trace import script_calls, warp_region
 from leapp.trace.location import user_location
 from leapp.trace.operation import NUMBER_HINT, Operation, describe
 from leapp.trace.tensor import TracedTensor, adopt, plain_again, trace_of, wrap
@@ -121,6 +121,9 @@ class NodeTrace:
 
     def constant(self, value: torch.Tensor) -> fx.Node:
         """The get_attr node that freezes ``value`` (a tensor that was never traced)."""
+        written = warp_region.aliased_value(self, value)  # a view of a Warp array it wrote
+        if written is not None:
+            return written
         key = (id(value), value._version)
         if key in self._constants:
             return self._constants[key][1]

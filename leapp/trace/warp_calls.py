@@ -169,6 +169,8 @@ def _to_torch(original: Any):
     def to_torch(a, *args, **kwargs):
         tracker = recording()
         state = tracker.state(a) if tracker is not None else None
+        if state is not None:
+            tracker.forget_earlier_runs([state])
         if state is None or state.trace is None:
             return original(a, *args, **kwargs)
         trace = state.trace
@@ -218,7 +220,7 @@ def _copy(original: Any):
         with unchecked():
             original(dest, src, dest_offset, src_offset, count, stream)
         segment.record.calls.append(Copy(to, source, dest_offset, src_offset, count))
-        segment.wrote(states[0])
+        tracker.wrote(segment, states[0])
 
     return copy
 
@@ -248,7 +250,7 @@ def _fill(original: Any, zero: bool):
         with unchecked():
             original(self, *args)
         segment.record.calls.append(Fill(index, None if zero else args[0]))
-        segment.wrote(state)
+        tracker.wrote(segment, state)
 
     return fill
 

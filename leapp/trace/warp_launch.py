@@ -87,7 +87,7 @@ def make_launch(original: Any):
         for position, value in enumerate(inputs + outputs):
             writes = written is None or position in written or position >= len(inputs)
             if writes and is_array(value):
-                segment.wrote(tracker.state_for(value))
+                tracker.wrote(segment, tracker.state_for(value))
         return result
 
     return launch

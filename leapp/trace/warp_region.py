@@ -49,6 +49,7 @@ __all__ = [
     "ArrayState",
     "Segment",
     "WarpTracker",
+    "aliased_value",
     "recording",
     "start_tracking",
     "stop_tracking",
@@ -75,6 +76,15 @@ def stop_tracking() -> None:
 def tracking() -> WarpTracker | None:
     """The session's tracker (None when no session records)."""
     return _tracker
+
+
+def aliased_value(trace: NodeTrace, tensor: Any) -> fx.Node | None:
+    """The graph value of a Warp array a segment of ``trace`` wrote, when ``tensor`` is a plain
+    torch view of it (``wp.to_torch`` called before the session, the tick or the launch):
+    what the node's graph uses instead of freezing the tensor as a constant."""
+    if _tracker is None or not _tracker.written:
+        return None
+    return _tracker.aliased(trace, tensor)
 
 
 def recording() -> WarpTracker | None:
@@ -215,6 +225,37 @@ class WarpTracker:
         self.states: dict[int, ArrayState] = {}
         self.current: dict[int, Segment] = {}  # id(trace) -> its newest segment
         self.explicit: list[NodeTrace] = []  # annotate.warp_op blocks, innermost last
+        self.written: dict[tuple[int, int], ArrayState] = {}  # (id(trace), data address)
+
+    def wrote(self, segment: Segment, state: ArrayState) -> None:
+        """A call of ``segment`` wrote ``state``'s array."""
+        segment.wrote(state)
+        if state.array.ptr:
+            self.written[(id(segment.trace), state.array.ptr)] = state
+
+    def aliased(self, trace: NodeTrace, tensor: Any) -> fx.Node | None:
+        try:
+            state = self.written.get((id(trace), tensor.data_ptr()))
+        except RuntimeError:  # a tensor without data (meta, sparse)
+            return None
+        writer = state.writer if state is not None else None
+        if writer is None or writer.trace is not trace or state.alias is not None:
+            return None
+        buffer = writer.record.buffers[writer.local[id(state)]]
+        if tuple(tensor.shape) != buffer.tensor_shape or tensor.dtype != buffer.tensor_dtype:
+            return None
+        return state.value()
+
+    def forget_earlier_runs(self, states: list[ArrayState]) -> None:
+        """Arrays a closed run of a node holds, used again while a later run of the same node is
+        open (buffers allocated once, reused every tick), are plain arrays again: each run
+        records them afresh (a constant: their contents when the run first uses them)."""
+        for state in states:
+            trace = state.trace
+            if trace is None or not trace.closed or not trace.recording.active:
+                continue
+            if trace.recording.open.get(trace.node) is not None:
+                state.trace, state.writer, state.alias, state.source = None, None, None, None
 
     def state(self, array: Any) -> ArrayState | None:
         return self.states.get(id(array))
@@ -233,6 +274,7 @@ class WarpTracker:
         Arrays of two open node runs, or of a closed node inside another, cannot be in one
         call: values cross nodes only as published outputs.
         """
+        self.forget_earlier_runs(states)
         traces = {id(s.trace): s.trace for s in states if s.trace is not None}
         live = [t for t in traces.values() if t.recording.active]
         open_traces = [t for t in live if not t.closed]
