@@ -218,6 +218,12 @@ def _export_files(spec: Spec) -> dict[str, _Copy]:
         relative = _inside(parameters.model_path, where, spec)
         sha256 = parameters.sha256sum or _file_digest(folder / relative)
         found[relative] = _Copy(folder / relative, sha256, parameters.md5sum)
+        archive = parameters.extra.get("warp_archive")  # the node's Warp segments (leapp)
+        if isinstance(archive, str):
+            where = f"models.{model.name}.parameters.warp_archive"
+            relative = _inside(archive, where, spec)
+            sha256 = parameters.extra.get("warp_sha256sum") or _file_digest(folder / relative)
+            found[relative] = _Copy(folder / relative, sha256, parameters.extra.get("warp_md5sum"))
     initial = spec.pipeline.initial_values
     if initial is not None:
         relative = _inside(initial, "pipeline.initial_values", spec)

@@ -155,6 +155,15 @@ def test_leapp_ros_verify_replays_the_example(example_export, capsys):
     assert "verify passed" in capsys.readouterr().out
 
 
+def test_a_generated_ros_package_carries_the_warp_archives(example_export, tmp_path):
+    from leapp_ros.generate import generate_package
+
+    generate_package(example_export, tmp_path)
+    export = next(path for path in tmp_path.rglob("export") if path.is_dir())
+    assert {"observe.warp", "targets.warp"} <= {path.name for path in export.iterdir()}
+    assert leapp.Pipeline.load(export).models["targets"].backend == "pt2"
+
+
 def test_a_changed_warp_archive_fails_the_checksum_check(example_export, tmp_path):
     folder = shutil.copytree(example_export, tmp_path / "copy")
     with open(folder / "observe.warp", "ab") as archive:
