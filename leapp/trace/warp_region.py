@@ -296,7 +296,8 @@ class WarpTracker:
                 f"{what} at {where} uses a Warp array of node {a!r} (already closed) inside node "
                 f"{b!r}. Pass its value through annotate.input_tensors({b!r}, {{...}}) (as a "
                 "tensor: wp.to_torch) and call wp.from_torch on the traced result, so the edge "
-                "is recorded."
+                "is recorded; a scratch array both nodes write ties them together: give each "
+                "node arrays of its own."
             )
         return open_traces[0] if open_traces else None
 
