@@ -254,9 +254,26 @@ def check_case(case: Case, directory: Path) -> Result:
         except Exception as e:
             return Result("crash", f"runner fails on the {label} input: {_classify(e).detail}")
         problem = _difference(got, expected, ties=_has_ties(tensors))
+        if problem and _matches_in_double(case, tensors, got):
+            problem = ""
         if problem:
             return Result("wrong", f"{label} input: {problem}")
     return Result("ok")
+
+
+def _matches_in_double(case: Case, tensors, got) -> bool:
+    """Whether ``got`` matches eager computed in float64 and rounded: an artifact that computes
+    more exactly than eager float32 (near a pole of digamma) is not wrong."""
+    if not any(t.dtype == torch.float32 for t in tensors):
+        return False
+    try:
+        wide = case.eager([t.double() if t.dtype == torch.float32 else t for t in tensors])
+    except Exception:
+        return False
+    if len(wide) != len(got):
+        return False
+    rounded = [w.to(g.dtype) if w.dtype != g.dtype else w for w, g in zip(wide, got, strict=True)]
+    return not _difference(got, rounded, ties=_has_ties(tensors))
 
 
 def _perturb(case: Case, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
@@ -383,6 +400,7 @@ def _drive(jobs: queue.Queue, record, python: str, mode: str, root: Path) -> Non
 
 
 def _start_worker(python: str, mode: str, root: Path) -> subprocess.Popen:
+    # Started in root, so that a second Python imports its own leapp, not this checkout's.
     return subprocess.Popen(
         [python, str(Path(__file__).resolve()), "--worker", mode, str(root)],
         stdin=subprocess.PIPE,
@@ -390,6 +408,7 @@ def _start_worker(python: str, mode: str, root: Path) -> subprocess.Popen:
         stderr=subprocess.DEVNULL,
         text=True,
         env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"},
+        cwd=str(root),
     )
 
 

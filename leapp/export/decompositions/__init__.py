@@ -9,7 +9,8 @@ again, without end). Torch's own decompositions are used for the operations not 
 these exist where torch's end in ``prims`` operations (which no exporter knows) or are missing.
 
 One module per family: :mod:`.elementwise`, :mod:`.reductions`, :mod:`.indexing`,
-:mod:`.layers` (pooling, normalization, activations, losses), :mod:`.linalg`.
+:mod:`.layers` (pooling, normalization, activations, losses), :mod:`.linalg`,
+:mod:`.special`, :mod:`.bessel`, :mod:`.polynomials`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from leapp.export.decompositions import elementwise, indexing, layers, linalg, reductions
+from leapp.export.decompositions import (
+    bessel,
+    elementwise,
+    indexing,
+    layers,
+    linalg,
+    polynomials,
+    reductions,
+    special,
+)
 
 __all__ = ["ONNX_DECOMPOSITIONS"]
 
@@ -27,4 +37,7 @@ ONNX_DECOMPOSITIONS: dict[Any, Callable[..., Any]] = {
     **indexing.DECOMPOSITIONS,
     **layers.DECOMPOSITIONS,
     **linalg.DECOMPOSITIONS,
+    **special.DECOMPOSITIONS,
+    **bessel.DECOMPOSITIONS,
+    **polynomials.DECOMPOSITIONS,
 }

@@ -143,10 +143,6 @@ def _sgn(x):
     return torch.sign(x)
 
 
-def _erfc(x):
-    return 1 - torch.erf(x)
-
-
 def _angle(x):
     if not x.dtype.is_floating_point:
         x = x.to(torch.get_default_dtype())
@@ -256,5 +252,4 @@ DECOMPOSITIONS: dict[Any, Callable[..., Any]] = {
     aten.xlogy: _xlogy,
     aten.special_xlog1py: _xlog1py,
     aten.sgn: _sgn,
-    aten.erfc: _erfc,
 }
