@@ -222,7 +222,62 @@ def _poisson_nll_loss(x, target, log_input=True, full=False, eps=1e-8, reduction
     return _reduced(loss, reduction)
 
 
+def _windows(size: int, out: int) -> list[tuple[int, int]]:
+    return [((i * size) // out, -((-(i + 1) * size) // out)) for i in range(out)]
+
+
+def _adaptive_max_pool(x, output_size):
+    """Values and flat indices (over the pooled dimensions) of adaptive max pooling: the first
+    largest value of each window, or its first NaN, as eager picks them."""
+    pooled = len(output_size)
+    spatial = list(x.shape[x.dim() - pooled :])
+    sizes = [s if o is None else o for s, o in zip(spatial, output_size, strict=True)]
+    cells = [[]]
+    for size, out in zip(spatial, sizes, strict=True):
+        cells = [[*cell, window] for cell in cells for window in _windows(size, out)]
+    values, indices = [], []
+    lead = x.shape[: x.dim() - pooled]
+    for cell in cells:
+        window = x[(Ellipsis, *[slice(start, end) for start, end in cell])]
+        flat = window.reshape(*lead, -1)
+        nan_first = torch.where(torch.isnan(flat), torch.full_like(flat, math.inf), flat)
+        position = torch.argmax(nan_first, -1)
+        values.append(flat.gather(-1, position.unsqueeze(-1)).squeeze(-1))
+        # the window position -> the flat index over the pooled dimensions
+        index = torch.zeros_like(position)
+        remaining = position
+        widths = [end - start for start, end in cell]
+        strides = [1] * pooled
+        for axis in range(pooled - 2, -1, -1):
+            strides[axis] = strides[axis + 1] * spatial[axis + 1]
+        for axis in range(pooled - 1, -1, -1):
+            offset = torch.remainder(remaining, widths[axis]) + cell[axis][0]
+            remaining = torch.div(remaining, widths[axis], rounding_mode="floor")
+            index = index + offset * strides[axis]
+        indices.append(index)
+    shape = [*lead, *sizes]
+    return torch.stack(values, -1).reshape(shape), torch.stack(indices, -1).reshape(shape)
+
+
+def _replication_pad(x, padding):
+    """Edge padding as a gather of clamped positions (negative padding crops)."""
+    for axis in range(len(padding) // 2):
+        dim = x.dim() - 1 - axis
+        before, after = padding[2 * axis], padding[2 * axis + 1]
+        size = x.shape[dim]
+        positions = [min(max(p, 0), size - 1) for p in range(-before, size + after)]
+        index = torch.tensor(positions, dtype=torch.int64)
+        x = x[(slice(None),) * dim + (index,)]
+    return x
+
+
 DECOMPOSITIONS: dict[Any, Callable[..., Any]] = {
+    aten.adaptive_max_pool1d: _adaptive_max_pool,
+    aten.adaptive_max_pool2d: _adaptive_max_pool,
+    aten.adaptive_max_pool3d: _adaptive_max_pool,
+    aten.replication_pad1d: _replication_pad,
+    aten.replication_pad2d: _replication_pad,
+    aten.replication_pad3d: _replication_pad,
     aten.cosine_embedding_loss: _cosine_embedding_loss,
     aten.hinge_embedding_loss: _hinge_embedding_loss,
     aten.poisson_nll_loss: _poisson_nll_loss,

@@ -5,7 +5,8 @@ would run a number of steps read from the input's values. The trigonometric form
 with theta = acos(x), T_n = cos(n theta), U_n = sin((n+1) theta) / sin(theta),
 V_n = cos((n+1/2) theta) / cos(theta/2), W_n = sin((n+1/2) theta) / sin(theta/2), and the
 hyperbolic forms with acosh(|x|) outside [-1, 1]. Degrees are truncated to integers and a
-negative degree gives 0, as in eager PyTorch. Computed in float64.
+negative degree gives 0, as in eager PyTorch. Computed in float64 from angles in float32
+(ONNX Runtime's Acos and Acosh), so degrees beyond a few hundred lose digits.
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ def _chebyshev(kind: str, shifted: bool) -> Callable[..., torch.Tensor]:
         if shifted:
             wide = 2 * wide - 1
         inside = torch.clamp(wide, -1.0, 1.0)
-        theta = torch.acos(inside)
-        outside = torch.acosh(torch.clamp(torch.abs(wide), min=1.0))
+        # ONNX Runtime has Acos and Acosh in float32 only.
+        theta = torch.acos(inside.to(torch.float32)).to(torch.float64)
+        outside = torch.acosh(torch.clamp(torch.abs(wide), min=1.0).to(torch.float32))
+        outside = outside.to(torch.float64)
         negative = wide < 0
         if kind == "t":
             within = torch.cos(degree * theta)

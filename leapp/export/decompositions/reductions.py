@@ -211,7 +211,92 @@ def norm_along(difference, p, dim):
     return torch.pow(torch.pow(magnitude, p).sum(dim), 1.0 / p)
 
 
+def _quantile(x, q, dim=None, keepdim=False, *, interpolation="linear", ignore_nan=False):
+    if dim is None:
+        x, dim = x.reshape(-1), 0
+    if x.dim() == 0:
+        x, dim = x.reshape(1), 0
+    dim = dim % x.dim()
+    values = torch.sort(x, dim=dim)[0]  # NaN sorts last
+    size = x.shape[dim]
+    nan = torch.isnan(x).any(dim, keepdim=True)
+    if ignore_nan:
+        count = size - torch.isnan(x).sum(dim, keepdim=True)
+    else:
+        count = torch.full_like(nan, size, dtype=torch.int64)
+    fractions = q if isinstance(q, torch.Tensor) else torch.tensor(float(q), dtype=x.dtype)
+    results = []
+    for fraction in fractions.reshape(-1).unbind(0) if fractions.dim() else [fractions]:
+        position = fraction.to(x.dtype) * (count - 1).clamp(min=0).to(x.dtype)  # as eager
+        low, high = torch.floor(position), torch.ceil(position)
+        if interpolation == "lower":
+            high = low
+        elif interpolation == "higher":
+            low = high
+        elif interpolation == "nearest":
+            low = high = torch.round(position)
+        below = values.gather(dim, low.to(torch.int64))
+        above = values.gather(dim, high.to(torch.int64))
+        if interpolation == "midpoint":
+            value = below + (above - below) * 0.5
+        else:
+            value = below + (above - below) * (position - low)
+        empty = (count == 0) if ignore_nan else nan
+        value = torch.where(empty, torch.full_like(value, math.nan), value)
+        results.append(value if keepdim else value.squeeze(dim))
+    if isinstance(q, torch.Tensor) and q.dim() == 1:
+        return torch.stack(results, 0)
+    return results[0]
+
+
+def _nanquantile(x, q, dim=None, keepdim=False, *, interpolation="linear"):
+    return _quantile(x, q, dim, keepdim, interpolation=interpolation, ignore_nan=True)
+
+
+def _cov(x, *, correction=1, fweights=None, aweights=None):
+    if fweights is not None or aweights is not None:
+        raise NotImplementedError("cov with weights")
+    rows = x.reshape(1, -1) if x.dim() < 2 else x
+    centered = rows - rows.mean(1, keepdim=True)
+    scale = max(rows.shape[1] - correction, 0)
+    out = torch.matmul(centered, centered.transpose(0, 1)) / scale
+    return out.reshape(()) if x.dim() < 2 else out
+
+
+def _corrcoef(x):
+    c = _cov(x)
+    if c.dim() == 0:
+        return c / c
+    spread = torch.sqrt(torch.diagonal(c, 0, 0, 1))
+    return torch.clamp(c / spread.unsqueeze(1) / spread.unsqueeze(0), -1, 1)
+
+
+def _mode(x, dim=-1, keepdim=False):
+    if x.dim() == 0:
+        return x.clone(), torch.zeros((), dtype=torch.int64)
+    dim = dim % x.dim()
+    moved = torch.movedim(x, dim, x.dim() - 1)  # [..., n]
+    same = moved.unsqueeze(-1) == moved.unsqueeze(-2)  # [..., n, n]
+    counts = same.sum(-1)
+    most = counts == counts.amax(-1, keepdim=True)
+    fill = torch.full_like(moved, math.inf if moved.dtype.is_floating_point else 0)
+    if not moved.dtype.is_floating_point:
+        fill = torch.full_like(moved, torch.iinfo(moved.dtype).max)
+    value = torch.where(most, moved, fill).amin(-1, keepdim=True)  # the smallest of the most
+    order = torch.arange(1, moved.shape[-1] + 1)
+    index = ((moved == value).to(torch.int64) * order).amax(-1, keepdim=True) - 1  # the last
+    value, index = value.squeeze(-1), index.squeeze(-1)
+    if keepdim:
+        value, index = value.unsqueeze(dim), index.unsqueeze(dim)
+    return value, index
+
+
 DECOMPOSITIONS: dict[Any, Callable[..., Any]] = {
+    aten.quantile: _quantile,
+    aten.nanquantile: _nanquantile,
+    aten.cov: _cov,
+    aten.corrcoef: _corrcoef,
+    aten.mode: _mode,
     aten.all: _all,
     aten.any: _any,
     aten.logsumexp: _logsumexp,

@@ -242,7 +242,52 @@ def _ndtri(p):
     return out.to(_result_dtype(p))
 
 
+def _incomplete_gamma(a, x, upper: bool):
+    """Regularized incomplete gamma P(a, x) (or Q with ``upper``): its series below x = a + 1,
+    its continued fraction (modified Lentz) above, with fixed numbers of terms."""
+    if not isinstance(a, torch.Tensor):
+        a = torch.full_like(x, float(a))
+    if not isinstance(x, torch.Tensor):
+        x = torch.full_like(a, float(x))
+    dtype = _result_dtype(a)
+    a, x = _wide(a), _wide(x)
+    safe_x = torch.clamp(x, min=1e-300)
+    safe_a = torch.clamp(a, min=1e-300)
+    prefactor = torch.exp(a * torch.log(safe_x) - safe_x - _lgamma(safe_a).to(torch.float64))
+    term = 1 / safe_a
+    total = term
+    for k in range(1, 200):
+        term = term * safe_x / (safe_a + k)
+        total = total + term
+    lower = prefactor * total
+    tiny = 1e-300
+    b = safe_x + 1 - safe_a
+    c = torch.full_like(b, 1 / tiny)
+    d = 1 / torch.where(torch.abs(b) < tiny, torch.full_like(b, tiny), b)
+    h = d
+    for i in range(1, 100):
+        an = -i * (i - safe_a)
+        b = b + 2
+        d = an * d + b
+        d = 1 / torch.where(torch.abs(d) < tiny, torch.full_like(d, tiny), d)
+        c = b + an / c
+        c = torch.where(torch.abs(c) < tiny, torch.full_like(c, tiny), c)
+        h = h * d * c
+    upper_value = prefactor * h
+    use_series = x < a + 1
+    p = torch.where(use_series, lower, 1 - upper_value)
+    q = torch.where(use_series, 1 - lower, upper_value)
+    out = q if upper else p
+    out = torch.where(x == 0, torch.full_like(out, 1.0 if upper else 0.0), out)
+    out = torch.where(torch.isinf(x) & (x > 0), torch.full_like(out, 0.0 if upper else 1.0), out)
+    invalid = (a < 0) | (x < 0) | torch.isnan(a) | torch.isnan(x)
+    out = torch.where(invalid, torch.full_like(out, math.nan), out)
+    return out.to(dtype)
+
+
 DECOMPOSITIONS: dict[Any, Callable[..., Any]] = {
+    aten.igamma: lambda a, x: _incomplete_gamma(a, x, False),
+    aten.igammac: lambda a, x: _incomplete_gamma(a, x, True),
     aten.lgamma: _lgamma,
     aten.digamma: _digamma,
     aten.special_digamma: _digamma,
