@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from torch.utils import _pytree as pytree
 
 from leapp.errors import TraceError
 from leapp.numpy.operands import shared_tensor
@@ -88,7 +89,7 @@ def arrays_outside_nodes(what: str, args: Any, result: Any) -> Any:
     """``result`` of NumPy call ``what`` on ``args`` outside any node: standing for the same
     published output when the call is identity-like, marked derived when ``args`` held a value
     of the recording, else unchanged."""
-    live = [leaf for leaf in _leaves(args) if _of_recording(leaf)]
+    live = [leaf for leaf in pytree.tree_leaves(args) if _of_recording(leaf)]
     if not live:
         return result
     source = args[0] if isinstance(args, tuple) and args else None
@@ -165,17 +166,6 @@ def _plain_tensor(value: Any) -> torch.Tensor:
 
 def _of_recording(value: Any) -> bool:
     return is_live(value) and value._leapp_trace.closed
-
-
-def _leaves(tree: Any):
-    if isinstance(tree, (tuple, list)):
-        for item in tree:
-            yield from _leaves(item)
-    elif isinstance(tree, dict):
-        for item in tree.values():
-            yield from _leaves(item)
-    else:
-        yield tree
 
 
 def _derived_arrays(result: Any, owner: NodeTrace, what: str) -> Any:

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils import _pytree as pytree
 
 from leapp.errors import LeappError, TraceError
 from leapp.numpy import functions, ufuncs
@@ -73,7 +74,7 @@ def run(what: str, numpy_call: Callable, translate: Callable | None, args: tuple
 def owner(what: str, tree: Any) -> NodeTrace | None:
     """The open node whose values ``tree`` uses (None when nothing records them)."""
     traces = {}
-    leaves = list(_leaves(tree))
+    leaves = pytree.tree_leaves(tree)
     for leaf in leaves:
         if isinstance(leaf, (TracedArray, TracedTensor)):
             trace = leaf._leapp_trace
@@ -104,18 +105,6 @@ def check_usable(array: TracedArray) -> None:
             "traced array by an ndarray method or attribute leapp does not trace. Use the NumPy "
             "function form (np.sum(a), np.transpose(a)...) or torch on torch.from_numpy(a)."
         )
-
-
-def _leaves(tree: Any):
-    """The leaves of nested tuples, lists and dicts (NumPy arguments need no other nesting)."""
-    if isinstance(tree, (tuple, list)):
-        for item in tree:
-            yield from _leaves(item)
-    elif isinstance(tree, dict):
-        for item in tree.values():
-            yield from _leaves(item)
-    else:
-        yield tree
 
 
 def _map(convert: Callable, tree: Any) -> Any:
