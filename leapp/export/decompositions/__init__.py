@@ -10,6 +10,7 @@ these exist where torch's end in ``prims`` operations (which no exporter knows) 
 
 One module per family: :mod:`.elementwise`, :mod:`.reductions`, :mod:`.indexing`,
 :mod:`.layers` (pooling, normalization, activations, losses), :mod:`.linalg`,
+:mod:`.orthogonal`,
 :mod:`.special`, :mod:`.bessel`, :mod:`.polynomials`.
 """
 
@@ -24,6 +25,7 @@ from leapp.export.decompositions import (
     indexing,
     layers,
     linalg,
+    orthogonal,
     polynomials,
     reductions,
     special,
@@ -37,6 +39,7 @@ ONNX_DECOMPOSITIONS: dict[Any, Callable[..., Any]] = {
     **indexing.DECOMPOSITIONS,
     **layers.DECOMPOSITIONS,
     **linalg.DECOMPOSITIONS,
+    **orthogonal.DECOMPOSITIONS,
     **special.DECOMPOSITIONS,
     **bessel.DECOMPOSITIONS,
     **polynomials.DECOMPOSITIONS,
