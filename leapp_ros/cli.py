@@ -93,6 +93,16 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--params-file", type=Path, help="ROS 2 parameters YAML for every node")
     run.add_argument(
+        "--remap",
+        action="append",
+        default=[],
+        metavar="FROM:=TO",
+        help=(
+            "a ROS remap rule for every node, e.g. preprocess/joint_states:=/joint_states "
+            "(relative names resolve in the nodes' namespace); repeat it for more"
+        ),
+    )
+    run.add_argument(
         "--cpu-latency-us",
         type=int,
         metavar="US",
@@ -123,6 +133,7 @@ def _run(args: argparse.Namespace) -> int:
         params_file=args.params_file,
         cpu_latency_us=args.cpu_latency_us,
         pin_cpus=args.pin_cpus,
+        remaps=args.remap,
     )
     return serve(graph)
 
@@ -139,6 +150,11 @@ def _add_inspect(commands: argparse._SubParsersAction) -> None:
     )
     inspect.add_argument("export", type=Path, help="export folder, or its <name>.yaml spec")
     inspect.add_argument("--namespace", help="ROS namespace of the nodes (default: pipeline name)")
+    inspect.add_argument(
+        "--params-file",
+        type=Path,
+        help="the nodes' ROS 2 parameters YAML: its ports.<port>.* overrides change messages",
+    )
     inspect.set_defaults(handler=_inspect)
 
 
@@ -146,7 +162,8 @@ def _inspect(args: argparse.Namespace) -> int:
     from leapp_ros.inspection import describe_plan
     from leapp_ros.processes import load_plan
 
-    sys.stdout.write(describe_plan(load_plan(args.export, args.namespace)))
+    plan = load_plan(args.export, args.namespace, params_file=args.params_file)
+    sys.stdout.write(describe_plan(plan))
     return 0
 
 

@@ -5,6 +5,9 @@
 - the nodes, with their backend, artifact and firing rule;
 - every publisher (one per output) and every subscription (one per input fed over a topic)
   with message type, dtype, shape and QoS;
+- the robot messages: every port that travels in a standard robot message (JointState, Imu,
+  Twist, ...) with the fields or joint names it carries, and every port with a ``kind`` that
+  keeps its MultiArray, with the reason;
 - the feedback and state edges (values used on the next tick; state never leaves its node);
 - what ``ros2 topic list -t`` shows once the graph runs, plus the hidden status topic that
   ``ros2 topic list --include-hidden-topics`` adds.
@@ -23,7 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from leapp_ros.plan import METADATA_QOS, STATUS_TOPIC, NodePlan, PipelinePlan, QosPlan
+from leapp_ros.plan import (
+    METADATA_QOS,
+    STATUS_TOPIC,
+    InputPlan,
+    NodePlan,
+    PipelinePlan,
+    QosPlan,
+)
 
 __all__ = [
     "STATUS_MESSAGE_TYPE",
@@ -59,6 +69,7 @@ def describe_plan(plan: PipelinePlan, *, show_spec_path: bool = True) -> str:
         ["nodes", *format_table(_NODE_HEADER, [_node_row(node) for node in plan.nodes])],
         ["publishers", *format_table(_PUBLISHER_HEADER, _publisher_rows(plan))],
         ["subscriptions", *_subscription_lines(plan)],
+        ["robot messages", *format_table(_ROBOT_HEADER, _robot_rows(plan))],
         ["feedback and state", *_feedback_lines(plan)],
         ["ros2 topic list -t", *topic_list(plan, notes=True)],
     ]
@@ -107,6 +118,7 @@ def format_table(
 
 _NODE_HEADER = ("NODE", "BACKEND", "ARTIFACT", "FIRING", "RATE", "MAX INPUT AGE")
 _PUBLISHER_HEADER = ("TOPIC", "TYPE", "DTYPE", "SHAPE", "NODE/PORT", "QOS")
+_ROBOT_HEADER = ("NODE/PORT", "TOPIC", "MESSAGE", "CARRIES")
 _SUBSCRIPTION_HEADER = ("TOPIC", "TYPE", "DTYPE", "SHAPE", "NODE/PORT", "KIND", "TRIGGERS", "QOS")
 
 
@@ -147,6 +159,22 @@ def _publisher_rows(plan: PipelinePlan) -> list[tuple[str, ...]]:
         for node in plan.nodes
         for output in node.outputs
     ]
+
+
+def _robot_rows(plan: PipelinePlan) -> list[tuple[str, ...]]:
+    """Ports in robot messages, and ports with a kind that keep their MultiArray (and why)."""
+    rows = []
+    for node in plan.nodes:
+        kinds = {port.name: port.kind for port in (*node.model.inputs, *node.model.outputs)}
+        for port in (*node.inputs, *node.outputs):
+            if port.binding is None and not (kinds.get(port.port) and port.note):
+                continue
+            if isinstance(port, InputPlan) and port.kind != "external":
+                continue
+            carries = port.binding.describe() if port.binding is not None else port.note
+            rows.append((f"{node.name}/{port.port}", plan.resolve(port.topic or ""),
+                         port.message_type, carries))  # fmt: skip
+    return rows
 
 
 def _subscription_lines(plan: PipelinePlan) -> list[str]:

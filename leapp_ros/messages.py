@@ -24,11 +24,15 @@ right, so a quick ``ros2 topic pub /ns/node/input std_msgs/msg/Float32MultiArray
 
 Conversion never goes through Python lists: publishing copies the tensor's bytes once into
 an ``array.array`` (which rosidl then serializes directly), receiving wraps the message's
-``array.array`` with ``np.frombuffer`` and ``torch.from_numpy`` without copying (except bool,
+``array.array`` with ``np.frombuffer`` (and ``torch.from_numpy``) without copying (except bool,
 float16 and bfloat16, which need a cast). Use :func:`codec` once per port and call its methods
 in callbacks; :func:`to_message` and :func:`from_message` are shorthands that look the codec up.
 A publisher that publishes at once can refill one message per port
 (``codec.to_message(tensor, reuse=message)``), which halves the cost of publishing.
+
+Nodes use the NumPy side (:meth:`PortCodec.array_from_message`, and ``to_message`` takes
+arrays too), so a node whose model needs no torch never imports it; torch is imported only by
+the tensor methods (and for bfloat16, which NumPy lacks).
 """
 
 from __future__ import annotations
@@ -39,12 +43,19 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
-import torch
 
 from leapp.errors import LeappError
 from leapp_ros.plan import message_type
 
-__all__ = ["SUPPORTED_DTYPES", "MessageError", "PortCodec", "codec", "from_message", "to_message"]
+__all__ = [
+    "SUPPORTED_DTYPES",
+    "MessageError",
+    "PortCodec",
+    "codec",
+    "from_message",
+    "numpy_dtype",
+    "to_message",
+]
 
 
 class MessageError(LeappError):
@@ -86,6 +97,17 @@ SUPPORTED_DTYPES: tuple[str, ...] = tuple(_WIRE)
 _CAST = {"float16", "bfloat16"}
 
 
+def numpy_dtype(dtype: str) -> np.dtype:
+    """The NumPy dtype of a port's dtype name (bfloat16, which NumPy lacks: MessageError)."""
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        raise MessageError(
+            f"dtype {dtype!r} has no NumPy equivalent; such a port cannot be read from or "
+            "written to a robot message: export it as float32"
+        ) from None
+
+
 class Port(Protocol):
     """What a codec needs from a plan port (:class:`~leapp_ros.plan.InputPlan` or
     :class:`~leapp_ros.plan.OutputPlan`)."""
@@ -113,8 +135,8 @@ class PortCodec:
         "_labelled",
         "_layout_class",
         "_numpy",
+        "_port_numpy",
         "_reshape",
-        "_torch_dtype",
         "_typecode",
         "dtype",
         "message_class",
@@ -137,7 +159,7 @@ class PortCodec:
         self.message_class = getattr(std_msgs, wire.message)
         self._typecode = wire.typecode
         self._numpy = np.dtype(wire.numpy)
-        self._torch_dtype = getattr(torch, dtype)
+        self._port_numpy = None if dtype == "bfloat16" else np.dtype(dtype)
         strides = [int(np.prod(self.shape[axis:], dtype=np.int64)) for axis in range(len(shape))]
         labels = tuple(labels[i] if i < len(labels) else f"dim{i}" for i in range(len(shape)))
         self._dims = list(zip(self.shape, strides, strict=True))
@@ -146,11 +168,11 @@ class PortCodec:
         self._layout_class = std_msgs.MultiArrayLayout
         self._dim_class = std_msgs.MultiArrayDimension
 
-    def to_message(self, tensor: torch.Tensor, reuse: Any = None) -> Any:
+    def to_message(self, tensor: Any, reuse: Any = None) -> Any:
         """A message holding ``tensor`` (any strides; converted to the wire dtype).
 
         Args:
-            tensor: a tensor of the port's dtype and shape.
+            tensor: a torch tensor or a NumPy array of the port's dtype and shape.
             reuse: a message this codec returned before, to fill in place instead of building
                 a new one (about half the cost). Only for messages that are published at once
                 and not kept: rclpy serializes on ``publish``, so the node reuses one message
@@ -159,26 +181,59 @@ class PortCodec:
         Raises:
             MessageError: the tensor's shape or dtype is not the port's.
         """
-        if tensor.dtype is not self._torch_dtype or tensor.shape != self.shape:
+        if not isinstance(tensor, np.ndarray):
+            tensor = _tensor_array(tensor, self.dtype)
+        if tensor.dtype != (self._port_numpy or np.float32) or tensor.shape != self.shape:
             raise MessageError(
                 f"expected a {self.dtype} tensor of shape {list(self.shape)}, got "
                 f"{str(tensor.dtype).removeprefix('torch.')} {list(tensor.shape)}"
             )
         if self.dtype in _CAST:
-            tensor = tensor.to(torch.float32)
+            tensor = tensor.astype(np.float32)
         if reuse is None:
             reuse = self.new_message()
         # tobytes() writes C order whatever the strides are; bool bytes are 0/1 already.
-        reuse.data = array.array(self._typecode, tensor.detach().numpy().tobytes())
+        reuse.data = array.array(self._typecode, tensor.tobytes())
         return reuse
 
-    def from_message(self, message: Any) -> torch.Tensor:
+    def array_from_message(self, message: Any) -> Any:
+        """The value in ``message`` as a NumPy array of the port's dtype and shape (sharing
+        the message's memory when no cast is needed; a torch tensor for bfloat16).
+
+        Raises:
+            MessageError: see :meth:`from_message`.
+        """
+        data = message.data
+        layout = message.layout
+        dims = layout.dim
+        if (
+            len(data) != self.size
+            or layout.data_offset != 0
+            or (dims and [(dim.size, dim.stride) for dim in dims] != self._dims)
+        ):
+            self._check(data, layout)
+        values = np.frombuffer(data, self._numpy)
+        if self._reshape:
+            values = values.reshape(self.shape)
+        if self.dtype == "bool":
+            return values.astype(bool)  # any non-zero byte is True; a 0-d array stays one
+        if self._port_numpy is None:
+            import torch
+
+            return torch.from_numpy(values).to(torch.bfloat16)
+        if self.dtype in _CAST:
+            return values.astype(self._port_numpy)
+        return values
+
+    def from_message(self, message: Any) -> Any:
         """The tensor in ``message``, sharing its memory when no cast is needed.
 
         Raises:
             MessageError: wrong element count, non-zero ``data_offset``, or a non-empty layout
                 whose dims are not the port's shape.
         """
+        import torch
+
         data = message.data
         layout = message.layout
         dims = layout.dim
@@ -194,7 +249,7 @@ class PortCodec:
         if self.dtype == "bool":
             return values != 0
         if self.dtype in _CAST:
-            return values.to(self._torch_dtype)
+            return values.to(getattr(torch, self.dtype))
         return values
 
     def new_message(self) -> Any:
@@ -232,11 +287,21 @@ def codec(port: Port) -> PortCodec:
     return PortCodec(port.dtype, tuple(port.shape), tuple(getattr(port, "labels", ())))
 
 
-def to_message(tensor: torch.Tensor, port: Port) -> Any:
+def _tensor_array(tensor: Any, dtype: str) -> np.ndarray:
+    """A torch tensor as a NumPy array (bfloat16 widened to float32, which the wire carries)."""
+    tensor = tensor.detach()
+    if dtype == "bfloat16" and str(tensor.dtype) == "torch.bfloat16":
+        import torch
+
+        return tensor.to(torch.float32).numpy().astype(np.float32)
+    return tensor.numpy()
+
+
+def to_message(tensor: Any, port: Port) -> Any:
     """``tensor`` as the port's ``std_msgs`` MultiArray; see :meth:`PortCodec.to_message`."""
     return codec(port).to_message(tensor)
 
 
-def from_message(message: Any, port: Port) -> torch.Tensor:
+def from_message(message: Any, port: Port) -> Any:
     """The tensor in ``message`` for ``port``; see :meth:`PortCodec.from_message`."""
     return codec(port).from_message(message)

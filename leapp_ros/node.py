@@ -10,47 +10,23 @@ sha256), maps it with :func:`leapp_ros.plan.make_plan` under its own namespace, 
 up its model, subscribes to one topic per input and advertises one per output, then runs the
 model whenever its firing rule says so and publishes every output.
 
-ROS parameters (all read once at startup):
-
-``spec_path`` (string)
-    The export folder or its YAML file. Required.
-``pipeline_node`` (string)
-    The pipeline node to run; default: the ROS node name.
-``firing`` (``inputs`` | ``timer``)
-    ``inputs`` (default): run when every triggering input (external or data_flow) has a new
-    message since the last run. ``timer``: run at ``rate_hz`` on the latest values, once every
-    input has a value. A node without triggering inputs runs on the timer when a rate is known.
-``rate_hz`` (number)
-    Timer rate; 0 means ``pipeline.configs.frequency`` of the spec.
-``max_input_age`` (number, seconds)
-    When > 0, a run whose triggering inputs include one received longer ago than this is
-    skipped and counted as ``stale`` (with ``firing: inputs`` that input must then arrive anew).
-``cpu_latency_us`` (integer, microseconds)
-    When >= 0, the node holds a Linux CPU latency request of this many microseconds while it
-    runs (:mod:`leapp_ros.cpu_settings`): idle CPUs stay within that wake-up time, which cuts
-    the cost of every message between processes at the price of power. -1 (default) leaves the
-    system alone. Where the request cannot be made (it needs write access to
-    ``/dev/cpu_dma_latency``) the node logs a warning that says how to get it and runs anyway.
-``cpu_affinity`` (integer array)
-    When set, the node's process runs on these CPUs only (every thread, also the middleware's),
-    e.g. ``-p cpu_affinity:=[1]`` (one number is a list of one); a CPU the process may not use
-    is a startup error. Nodes in one container share the process: give them the same CPUs (the
-    container refuses different ones).
-    Unset (default): anywhere.
-``qos_overrides./<ns>/<topic>.publisher|subscription.<policy>``
-    The standard rclpy QoS overrides (history, depth, reliability) of every data topic.
+The ROS parameters (``spec_path``, ``firing``, ``rate_hz``, ``max_input_age``,
+``cpu_latency_us``, ``cpu_affinity``, ``on_nonfinite``, ``ports.<port>.*``, ``qos_overrides``)
+are documented in :mod:`leapp_ros.settings`; all are read once at startup.
 
 Feedback inputs (another node's output, consumed on the next tick) never trigger and start
 from ``pipeline.initial_values`` (a safetensors file keyed ``<node>/<port>``); state inputs (the
 node's own output fed back) stay inside the node: each run's output is the next run's input.
 
-A malformed message is dropped, counted and logged (at most once a second per topic); an
-exception in the model is counted and logged (at most once a second) and the node keeps
-running. Every node publishes its status as JSON (``std_msgs/String``) on ``_leapp/status``
+A malformed message (wrong length or layout, a JointState lacking a joint) is dropped,
+counted and logged (at most once a second per topic); an exception in the model is counted
+and logged (at most once a second) and the node keeps running. Every node publishes its
+status as JSON (``std_msgs/String``) on ``_leapp/status``
 (reliable, transient local, depth 1) when ready and then every second::
 
     {"node": "preprocess", "state": "ready", "runs": 12, "received": 24, "dropped": 0,
-     "stale": 0, "errors": 0, "cpu_latency_us": null, "cpu_affinity": null,
+     "stale": 0, "errors": 0, "nonfinite_inputs": 0, "nonfinite_outputs": 0,
+     "cpu_latency_us": null, "cpu_affinity": null,
      "subscribers": {"/torch_pipeline/preprocess/obs": 1}}
 
 (``cpu_latency_us`` is the CPU latency request the node holds and ``cpu_affinity`` the CPUs it
@@ -69,7 +45,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import torch
 from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -80,16 +55,18 @@ from leapp.errors import LeappError
 from leapp.spec import Spec
 from leapp_ros.cpu_settings import CpuLatencyRequest, CpuSettingsError, pin_process
 from leapp_ros.executor import run_nodes, startup_failure
-from leapp_ros.messages import MessageError, PortCodec, codec
+from leapp_ros.messages import MessageError
 from leapp_ros.plan import METADATA_QOS, STATUS_TOPIC, make_plan
 from leapp_ros.settings import (
     StartupError,
     declare_parameters,
+    declare_port_overrides,
     firing_rule,
     initial_values,
     load_spec,
     qos_profile,
 )
+from leapp_ros.topic_io import OutputWriter, TopicReader, float_ports, nonfinite, topic_readers
 
 __all__ = ["PipelineNode", "StartupError", "main"]
 
@@ -143,6 +120,7 @@ class PipelineNode(Node):
             use_global_arguments=use_global_arguments,
         )
         self._runs = self._received = self._dropped = self._stale = self._errors = 0
+        self._nonfinite_inputs = self._nonfinite_outputs = 0
         self._warned: dict[str, tuple[float, int]] = {}
         self._leapp_timers: list[Any] = []
         self._cpu_latency: CpuLatencyRequest | None = None
@@ -168,28 +146,34 @@ class PipelineNode(Node):
         try:
             if spec is None:
                 spec = load_spec(str(settings["spec_path"]))
-            plan = make_plan(spec, namespace=self.get_namespace())
-            if self.pipeline_node not in {node.name for node in plan.nodes}:
+            names = [model.name for model in spec.models]
+            if self.pipeline_node not in names:
                 raise StartupError(
-                    f"pipeline {plan.name!r} has no node {self.pipeline_node!r} (the ROS node "
-                    f"name, or parameter pipeline_node); its nodes are "
-                    f"{', '.join(node.name for node in plan.nodes)}: name one with "
-                    "-r __node:=<node> or -p pipeline_node:=<node>"
+                    f"pipeline {spec.name!r} has no node {self.pipeline_node!r} (the ROS node "
+                    f"name, or parameter pipeline_node); its nodes are {', '.join(names)}: "
+                    "name one with -r __node:=<node> or -p pipeline_node:=<node>"
                 )
+            ports = declare_port_overrides(self, spec.model(self.pipeline_node))
+            plan = make_plan(
+                spec, namespace=self.get_namespace(), ports={self.pipeline_node: ports}
+            )
             self.plan = plan.node(self.pipeline_node)
             self.firing = firing_rule(self.plan, settings)
-            from leapp.run.model import load_model
+            self._publish_nonfinite = settings["on_nonfinite"] == "publish"
+            from leapp_ros.node_model import load_node_model
 
-            self._model = load_model(spec, self.pipeline_node)
+            self._model = load_node_model(spec, self.pipeline_node)
             initial = initial_values(plan.initial_values, self.plan)
-            self._codecs_in = [codec(port) for port in self.plan.inputs]
-            self._codecs_out = [codec(port) for port in self.plan.outputs]
+            self._readers = topic_readers(self.plan.inputs)
+            self._writers = [OutputWriter(port) for port in self.plan.outputs]
         except StartupError:
             raise
         except LeappError as e:
             raise StartupError(f"node {self.pipeline_node!r}: {e}") from e
         inputs = self.plan.inputs
-        self._values: list[torch.Tensor | None] = [initial.get(i) for i in range(len(inputs))]
+        self._values: list[Any] = [initial.get(i) for i in range(len(inputs))]
+        self._float_inputs = float_ports(inputs)
+        self._float_outputs = float_ports(self.plan.outputs)
         self._stamps = [-math.inf] * len(inputs)
         self._triggers = frozenset(i for i, port in enumerate(inputs) if port.triggers)
         self._pending = set(self._triggers)
@@ -210,29 +194,25 @@ class PipelineNode(Node):
 
     def _create_entities(self) -> None:
         overrides = QoSOverridingOptions.with_default_policies()
-        topics: dict[str, list[int]] = {}
-        for index, port in enumerate(self.plan.inputs):
-            if port.topic is not None:
-                topics.setdefault(port.topic, []).append(index)
-        for topic, indices in topics.items():
-            first = self.plan.inputs[indices[0]]
-            self.create_subscription(
-                self._codecs_in[indices[0]].message_class,
-                topic,
-                self._on_message_callback(topic, indices),
-                qos_profile(first.qos),
+        for reader in self._readers:
+            subscription = self.create_subscription(
+                reader.message_class,
+                reader.topic,
+                self._on_message_callback(reader),
+                qos_profile(self.plan.inputs[reader.indices[0]].qos),
                 qos_overriding_options=overrides,
             )
+            reader.resolved = subscription.topic_name  # after remapping: the name users see
         self._output_publishers = [
             self.create_publisher(
-                port_codec.message_class,
+                writer.message_class,
                 port.topic,
                 qos_profile(port.qos),
                 qos_overriding_options=overrides,
             )
-            for port, port_codec in zip(self.plan.outputs, self._codecs_out, strict=True)
+            for port, writer in zip(self.plan.outputs, self._writers, strict=True)
         ]
-        self._messages = [port_codec.new_message() for port_codec in self._codecs_out]
+        self._stamped = any(writer.stamped for writer in self._writers)
         self._status = self.create_publisher(String, STATUS_TOPIC, qos_profile(METADATA_QOS))
         self._leapp_timers.append(self.create_timer(STATUS_PERIOD_S, self._on_status_timer))
         if self.firing.mode == "timer" and self.firing.rate_hz:
@@ -258,23 +238,36 @@ class PipelineNode(Node):
 
     # --- data path ----------------------------------------------------------------------
 
-    def _on_message_callback(self, topic: str, indices: list[int]) -> Any:
-        port_codec: PortCodec = self._codecs_in[indices[0]]
+    def _on_message_callback(self, reader: TopicReader) -> Any:
+        topic, indices, read = reader.topic or "", reader.indices, reader.read
         values, stamps, pending = self._values, self._stamps, self._pending
         triggers = [i for i in indices if i in self._triggers]
         on_inputs = self.firing.mode == "inputs"
         monotonic = time.monotonic
+        check = () if self._publish_nonfinite else [
+            n for n, index in enumerate(indices) if index in self._float_inputs
+        ]  # fmt: skip
 
         def on_message(message: Any) -> None:
             self._received += 1
             try:
-                value = port_codec.from_message(message)
-            except MessageError as e:
+                decoded = read(message)
+            except Exception as e:  # MessageError, or one no codec expected: never die of it
                 self._dropped += 1
-                self._warn(topic, f"dropped a message on {self._resolve(topic)}: {e}")
+                problem = e if isinstance(e, MessageError) else _summary(e)
+                self._warn(topic, f"dropped a message on {reader.resolved}: {problem}")
+                return
+            if check and (bad := nonfinite(decoded, check)):
+                self._nonfinite_inputs += 1
+                ports = [self.plan.inputs[indices[n]].port for n in bad]
+                self._warn(
+                    "\0nonfinite-in",
+                    f"node {self.pipeline_node!r}: dropped a message on {reader.resolved}: "
+                    f"input(s) {ports} hold NaN or infinite values (on_nonfinite: drop)",
+                )
                 return
             now = monotonic()
-            for index in indices:
+            for index, value in zip(indices, decoded, strict=True):
                 values[index] = value
                 stamps[index] = now
             if triggers and on_inputs:
@@ -308,14 +301,24 @@ class PipelineNode(Node):
 
     def _run(self) -> None:
         try:
-            # The codecs checked every value against its port; no second check here.
-            results = self._model.call(self._values)  # type: ignore[arg-type]
+            # The readers checked every value against its port; no second check here.
+            results = self._model.call(self._values)
+            if not self._publish_nonfinite and (bad := nonfinite(results, self._float_outputs)):
+                self._nonfinite_outputs += 1
+                ports = [self.plan.outputs[i].port for i in bad]
+                self._warn(
+                    "\0nonfinite-out",
+                    f"node {self.pipeline_node!r}: output(s) {ports} hold NaN or infinite "
+                    "values; nothing was published (on_nonfinite: drop)",
+                )
+                return
             for output, index in self._state_links:
                 self._values[index] = results[output]
-            for publisher, port_codec, message, value in zip(
-                self._output_publishers, self._codecs_out, self._messages, results, strict=True
+            stamp = self.get_clock().now().to_msg() if self._stamped else None
+            for publisher, writer, value in zip(
+                self._output_publishers, self._writers, results, strict=True
             ):
-                publisher.publish(port_codec.to_message(value, message))
+                publisher.publish(writer.write(value, stamp))
         except Exception as e:
             self._errors += 1
             self._warn(
@@ -339,6 +342,8 @@ class PipelineNode(Node):
             "dropped": self._dropped,
             "stale": self._stale,
             "errors": self._errors,
+            "nonfinite_inputs": self._nonfinite_inputs,
+            "nonfinite_outputs": self._nonfinite_outputs,
             "cpu_latency_us": self._cpu_latency.microseconds if self._cpu_latency else None,
             "cpu_affinity": list(self._cpu_affinity) if self._cpu_affinity else None,
             "subscribers": {
@@ -374,9 +379,6 @@ class PipelineNode(Node):
             text += f" ({suppressed} similar message(s) not shown)"
         self._warned[key] = (now, 0)
         self.get_logger().warning(text)
-
-    def _resolve(self, topic: str) -> str:
-        return f"{self.get_namespace().rstrip('/')}/{topic}"
 
 
 def _summary(error: Exception) -> str:

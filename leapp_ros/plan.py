@@ -9,7 +9,11 @@ anywhere. The mapping (see the project's design brief):
   producer's topic; an external input (``pipeline.inputs``) subscribes to ``<node>/<input>``;
   a feedback edge from a node to itself (recurrent state) stays inside the node;
 - messages: the ``std_msgs`` MultiArray of the tensor's dtype (bool as UInt8, float16 and
-  bfloat16 as Float32);
+  bfloat16 as Float32), except the external inputs and the outputs whose meaning (``kind``,
+  ``element_names``, or the node's ``ports.<port>.*`` overrides) picks a standard robot message
+  (:mod:`leapp_ros.bindings`): those inputs subscribe to ``<node>/<stem>`` (``joint_states``,
+  ``imu``, ``cmd_vel``, ``pose``), one topic per message type; an output that another node
+  consumes keeps its MultiArray (both ends are ours);
 - QoS: depth 1, volatile; publishers reliable, subscriptions best effort ("newest wins");
 - firing: when every triggering input has a new message, or on a timer (``rate_hz``, by default
   ``pipeline.configs.frequency``) with the latest values.
@@ -25,6 +29,7 @@ from typing import Any
 
 from leapp.errors import LeappError
 from leapp.spec import ModelSpec, Spec, TensorSpec
+from leapp_ros.bindings import Binding, BindingError, PortOverride, bind_port
 
 __all__ = [
     "METADATA_QOS",
@@ -105,6 +110,8 @@ class InputPlan:
     shape: tuple[int, ...]
     source: str | None = None  # "<node>/<port>" of the producer, None for external inputs
     qos: QosPlan = SUBSCRIPTION_QOS
+    binding: Binding | None = None  # a standard robot message instead of the MultiArray
+    note: str = ""  # why this message (leapp-ros inspect)
 
     @property
     def triggers(self) -> bool:
@@ -123,6 +130,8 @@ class OutputPlan:
     shape: tuple[int, ...]
     labels: tuple[str, ...] = ()  # one layout label per axis ("" when unnamed)
     qos: QosPlan = PUBLISHER_QOS
+    binding: Binding | None = None  # a standard robot message instead of the MultiArray
+    note: str = ""  # why this message (leapp-ros inspect)
 
 
 @dataclass(frozen=True)
@@ -212,21 +221,38 @@ def make_plan(
     *,
     namespace: str | None = None,
     firing: Mapping[str, Firing] | None = None,
+    ports: Mapping[str, Mapping[str, PortOverride]] | None = None,
 ) -> PipelinePlan:
-    """Map ``spec`` onto ROS 2. ``firing`` overrides the firing rule per node name."""
+    """Map ``spec`` onto ROS 2. ``firing`` overrides the firing rule per node name, ``ports``
+    the message choice per node and port (the nodes' ``ports.<port>.*`` parameters)."""
     firing = dict(firing or {})
+    ports = ports or {}
     unknown = sorted(set(firing) - {m.name for m in spec.models})
     if unknown:
         raise PlanError(f"firing given for unknown node(s) {unknown} of pipeline {spec.name!r}")
     default = _default_firing(spec.pipeline.configs)
     feeds = _sources(spec)
+    frequency = default.rate_hz
+    consumed = {source for kind, source in feeds.values() if kind != "state"}
+    outputs = {
+        f"{model.name}/{port.name}": _output_plan(
+            model, port, ports.get(model.name, {}), frequency, consumed
+        )
+        for model in spec.models
+        for port in model.outputs
+    }
     nodes = []
     for model in spec.models:
         check_name("node name", model.name)
-        inputs = tuple(_input_plan(model, port, feeds.get(f"{model.name}/{port.name}"))
+        overrides = ports.get(model.name, {})
+        inputs = tuple(_input_plan(model, port, feeds.get(f"{model.name}/{port.name}"),
+                                   overrides)
                        for port in model.inputs)  # fmt: skip
-        outputs = tuple(_output_plan(model, port) for port in model.outputs)
-        nodes.append(NodePlan(model.name, model, inputs, outputs, firing.get(model.name, default)))
+        _check_shared_topics(model.name, inputs)
+        node_outputs = tuple(outputs[f"{model.name}/{port.name}"] for port in model.outputs)
+        nodes.append(
+            NodePlan(model.name, model, inputs, node_outputs, firing.get(model.name, default))
+        )
     initial = spec.pipeline.initial_values
     return PipelinePlan(
         name=spec.name,
@@ -257,31 +283,98 @@ def _sources(spec: Spec) -> dict[str, tuple[str, str]]:
     return fed
 
 
-def _input_plan(model: ModelSpec, port: TensorSpec, fed: tuple[str, str] | None) -> InputPlan:
+def _input_plan(
+    model: ModelSpec,
+    port: TensorSpec,
+    fed: tuple[str, str] | None,
+    overrides: Mapping[str, PortOverride],
+) -> InputPlan:
     check_name(f"input of node {model.name!r}", port.name)
     kind, source = fed if fed is not None else ("external", None)
     topic = None if kind == "state" else source or f"{model.name}/{port.name}"
+    binding, note, wire = None, "", message_type(port.dtype)
+    if kind == "external":
+        where = f"node {model.name!r} input {port.name!r}"
+        binding, note = _bind("input", port, overrides.get(port.name), where)
+        if binding is not None:
+            topic, wire = f"{model.name}/{binding.stem}", binding.message_type
+    elif port.name in overrides:
+        raise PlanError(
+            f"node {model.name!r} input {port.name!r} is fed by {source}, not from outside: "
+            "ports.<port>.* parameters apply to external inputs and to outputs only"
+        )
     return InputPlan(
         port=port.name,
         kind=kind,
         topic=topic,
-        message_type=message_type(port.dtype),
+        message_type=wire,
         dtype=port.dtype,
         shape=tuple(port.shape),
         source=source,
+        binding=binding,
+        note=note,
     )
 
 
-def _output_plan(model: ModelSpec, port: TensorSpec) -> OutputPlan:
+def _output_plan(
+    model: ModelSpec,
+    port: TensorSpec,
+    overrides: Mapping[str, PortOverride],
+    frequency: float | None,
+    consumed: set[str],
+) -> OutputPlan:
     check_name(f"output of node {model.name!r}", port.name)
+    period = port.temporal_period_ms or (1e3 / frequency if frequency else None)
+    where = f"node {model.name!r} output {port.name!r}"
+    key = f"{model.name}/{port.name}"
+    if key in consumed:
+        if port.name in overrides:
+            raise PlanError(
+                f"{where} is consumed by another node, so it keeps its std_msgs MultiArray; "
+                "ports.<port>.* parameters apply to outputs no other node reads"
+            )
+        binding, note = None, "std_msgs MultiArray (another node consumes it)"
+    else:
+        binding, note = _bind("output", port, overrides.get(port.name), where, period)
     return OutputPlan(
         port=port.name,
         topic=f"{model.name}/{port.name}",
-        message_type=message_type(port.dtype),
+        message_type=binding.message_type if binding else message_type(port.dtype),
         dtype=port.dtype,
         shape=tuple(port.shape),
         labels=_labels(port),
+        binding=binding,
+        note=note,
     )
+
+
+def _bind(
+    direction: str,
+    port: TensorSpec,
+    override: PortOverride | None,
+    where: str,
+    period_ms: float | None = None,
+) -> tuple[Binding | None, str]:
+    try:
+        return bind_port(direction, port.kind, tuple(port.shape), port.element_names, override,
+                         where=where, temporal_period_ms=period_ms)  # fmt: skip
+    except BindingError as e:
+        raise PlanError(str(e)) from e
+
+
+def _check_shared_topics(node: str, inputs: tuple[InputPlan, ...]) -> None:
+    """Inputs that share a topic must agree on its type (a port named like a robot topic)."""
+    types: dict[str, InputPlan] = {}
+    for port in inputs:
+        if port.topic is None:
+            continue
+        first = types.setdefault(port.topic, port)
+        if first.message_type != port.message_type:
+            raise PlanError(
+                f"node {node!r}: inputs {first.port!r} ({first.message_type}) and "
+                f"{port.port!r} ({port.message_type}) would share topic {port.topic!r}; rename "
+                "the input, or set ports.<port>.message: multiarray on one of them"
+            )
 
 
 def _labels(port: TensorSpec) -> tuple[str, ...]:

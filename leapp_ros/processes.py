@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from leapp.errors import LeappError
 from leapp_ros.cpu_settings import usable_cpus
 from leapp_ros.plan import PipelinePlan, PlanError, check_namespace, make_plan
 
@@ -43,9 +44,10 @@ class ProcessPlan:
 
     ``executable`` is the console script (``leapp_node`` / ``leapp_container``) that
     ``launch_ros.actions.Node`` starts; ``module`` is what the runner runs with ``python -m``.
-    ``arguments`` come before ``--ros-args``; ``node_name``, ``namespace``, ``params_file``,
-    ``parameters`` and ``log_level`` become ROS arguments, in that order (so ``parameters``,
-    set explicitly by the runner, win over the same names in ``params_file``).
+    ``arguments`` come before ``--ros-args``; ``node_name``, ``namespace``, ``remaps``,
+    ``params_file``, ``parameters`` and ``log_level`` become ROS arguments, in that order (so
+    ``parameters``, set explicitly by the runner, win over the same names in ``params_file``).
+    ``remaps`` are plain ROS remap rules (``preprocess/joint_states:=/joint_states``).
     ``pipeline_nodes`` are the nodes whose ready lines make the process ready.
     """
 
@@ -59,6 +61,7 @@ class ProcessPlan:
     parameters: tuple[tuple[str, ParameterValue], ...] = ()
     params_file: Path | None = None
     log_level: str | None = None
+    remaps: tuple[str, ...] = ()
 
     @property
     def reports_ready(self) -> bool:
@@ -72,6 +75,8 @@ class ProcessPlan:
             args += ["-r", f"__node:={self.node_name}"]
         if self.namespace is not None:
             args += ["-r", f"__ns:={self.namespace}"]
+        for rule in self.remaps:
+            args += ["-r", rule]
         if self.params_file is not None:
             args += ["--params-file", str(self.params_file)]
         for name, value in self.parameters:
@@ -99,6 +104,7 @@ def plan_processes(
     params_file: str | os.PathLike[str] | None = None,
     cpu_latency_us: int | None = None,
     pin_cpus: bool = False,
+    remaps: Sequence[str] = (),
 ) -> tuple[ProcessPlan, ...]:
     """The processes that run ``plan``: one per node, or one container when ``composed``.
 
@@ -106,6 +112,8 @@ def plan_processes(
     the graph runs); None leaves it to the params file. ``pin_cpus`` sets ``cpu_affinity`` of
     each process to one CPU of those this process may use, round robin in pipeline order, so
     that consecutive nodes run on different CPUs. See :mod:`leapp_ros.cpu_settings`.
+    ``remaps`` are ROS remap rules ``FROM:=TO`` for every process (a relative ``FROM`` is
+    resolved in each node's namespace: ``preprocess/joint_states:=/joint_states``).
 
     Raises:
         PlanError: ``log_level`` is not one of :data:`LOG_LEVELS`, ``params_file`` is not
@@ -128,6 +136,14 @@ def plan_processes(
             raise PlanError(f"cpu_latency_us must be -1 (off) or >= 0, got {cpu_latency_us}")
         extra = (("cpu_latency_us", cpu_latency_us),)
     cpus = usable_cpus() if pin_cpus else ()
+    rules = tuple(remaps)
+    for rule in rules:
+        source, _, target = rule.partition(":=")
+        if not source or not target or source.startswith("__"):
+            raise PlanError(
+                f"remap rule {rule!r} is not FROM:=TO for a topic, e.g. "
+                "preprocess/joint_states:=/joint_states"
+            )
 
     def pinned(index: int) -> tuple[tuple[str, ParameterValue], ...]:
         return (("cpu_affinity", (cpus[index % len(cpus)],)),) if cpus else ()
@@ -144,6 +160,7 @@ def plan_processes(
                 parameters=extra + pinned(0),
                 params_file=params,
                 log_level=level,
+                remaps=rules,
             ),
         )
     return tuple(
@@ -162,20 +179,26 @@ def plan_processes(
             ),
             params_file=params,
             log_level=level,
+            remaps=rules,
         )
         for index, node in enumerate(plan.nodes)
     )
 
 
 def load_plan(
-    source: PipelinePlan | str | os.PathLike[str], namespace: str | None = None
+    source: PipelinePlan | str | os.PathLike[str],
+    namespace: str | None = None,
+    *,
+    params_file: str | os.PathLike[str] | None = None,
 ) -> PipelinePlan:
     """``source`` as a plan: an export folder or YAML is loaded (checksums verified) and
-    planned, a plan is taken as is; ``namespace`` overrides the plan's namespace.
+    planned, a plan is taken as is; ``namespace`` overrides the plan's namespace, and the
+    ``ports.<port>.*`` overrides of ``params_file`` (the nodes' parameters YAML) apply.
 
     Raises:
         SpecError: the export is missing or its spec is invalid.
-        PlanError: the spec cannot be mapped onto ROS 2, or ``namespace`` is invalid.
+        PlanError: the spec cannot be mapped onto ROS 2, ``namespace`` is invalid, or the
+            parameters file cannot be read or has invalid overrides.
     """
     if isinstance(source, PipelinePlan):
         if namespace is None:
@@ -183,7 +206,23 @@ def load_plan(
         return replace(source, namespace=check_namespace(namespace))
     from leapp import spec as spec_module
 
-    return make_plan(spec_module.load(source), namespace=namespace)
+    spec = spec_module.load(source)
+    ports = _port_overrides(params_file, [model.name for model in spec.models])
+    return make_plan(spec, namespace=namespace, ports=ports)
+
+
+def _port_overrides(params_file: str | os.PathLike[str] | None, nodes: list[str]) -> dict:
+    if params_file is None:
+        return {}
+    import yaml
+
+    from leapp_ros.settings import port_overrides
+
+    try:
+        document = yaml.safe_load(Path(params_file).read_text(encoding="utf-8")) or {}
+        return port_overrides(document, nodes)
+    except (OSError, yaml.YAMLError, LeappError, AttributeError) as e:
+        raise PlanError(f"parameters file {str(params_file)!r}: {e}") from e
 
 
 def start_process(argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:

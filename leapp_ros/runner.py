@@ -379,6 +379,7 @@ def make_graph(
     params_file: str | os.PathLike[str] | None = None,
     cpu_latency_us: int | None = None,
     pin_cpus: bool = False,
+    remaps: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     restart_policy: RestartPolicy | None = None,
     stop_timeout_s: float = 10.0,
@@ -394,6 +395,7 @@ def make_graph(
         cpu_latency_us: the ``cpu_latency_us`` parameter of every node (>= 0: hold a CPU
             latency request while running; see :mod:`leapp_ros.cpu_settings`).
         pin_cpus: pin each process to one CPU, round robin in pipeline order.
+        remaps: ROS remap rules ``FROM:=TO`` for every node (the robot's topic names).
         env: variables set for the processes on top of this process's environment (for
             example ``ROS_DOMAIN_ID``).
         restart_policy: limits and backoff of restarts (default ``RestartPolicy()``).
@@ -403,7 +405,7 @@ def make_graph(
         SpecError, PlanError: see :func:`~leapp_ros.processes.load_plan` and
             :func:`~leapp_ros.processes.plan_processes`.
     """
-    plan = load_plan(source, namespace)
+    plan = load_plan(source, namespace, params_file=params_file)
     processes = plan_processes(
         plan,
         composed=composed,
@@ -411,6 +413,7 @@ def make_graph(
         params_file=params_file,
         cpu_latency_us=cpu_latency_us,
         pin_cpus=pin_cpus,
+        remaps=remaps,
     )
     return RunningGraph(
         processes,

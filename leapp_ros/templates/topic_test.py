@@ -192,26 +192,31 @@ class Replay:
     def replay_examples(self):
         """Publish every recorded tick's external inputs, wait for the outputs of every node
         the replay drives, and compare them with the recorded outputs."""
-        from leapp_ros.messages import codec
+        from leapp_ros.testing.topics import InputSender, OutputReader
 
         driven = _driven_nodes(self.plan)
-        fed = [(node, port) for node in driven for port in node.inputs if port.kind == "external"]
         watched = [(node, port) for node in driven for port in node.outputs]
         missing = [node.name for node in driven if not self.samples.get(node.name)]
         if missing or not watched:
             raise unittest.SkipTest(f"no recorded examples of nodes {missing} to replay")
-        publishers = []
-        for node, port in fed:
-            topic = self.plan.resolve(port.topic)
-            publisher = self.node.create_publisher(codec(port).message_class, topic, _qos(10))
-            publishers.append((node, port, publisher))
+        publishers = []  # one per input topic: a robot message may carry several ports
+        for node in driven:
+            topics = {}
+            for port in node.inputs:
+                if port.kind == "external":
+                    topics.setdefault(port.topic, []).append(port)
+            for topic, ports in topics.items():
+                sender = InputSender(node.name, ports)
+                resolved = self.plan.resolve(topic)
+                publisher = self.node.create_publisher(sender.message_class, resolved, _qos(10))
+                publishers.append((node, sender, publisher))
         inboxes = []
         for node, port in watched:
             inbox = []
             topic = self.plan.resolve(port.topic)
-            message_class = codec(port).message_class
-            self.node.create_subscription(message_class, topic, inbox.append, _qos(100))
-            inboxes.append((node, port, inbox))
+            reader = OutputReader(port)
+            self.node.create_subscription(reader.message_class, topic, inbox.append, _qos(100))
+            inboxes.append((node, port, inbox, reader))
         self.spin_until(
             lambda: (
                 all(pub.get_subscription_count() for _, _, pub in publishers)
@@ -222,24 +227,24 @@ class Replay:
         self.spin_for(0.5)  # let the graph's side of discovery complete too
         ticks = min(len(self.samples[node.name]) for node in driven)
         for tick in range(ticks):
-            for _, _, inbox in inboxes:
+            for _, _, inbox, _ in inboxes:
                 inbox.clear()
             self._publish(publishers, tick)
             resend = time.monotonic() + RESEND_S
             deadline = time.monotonic() + TIMEOUT_S
-            while not all(inbox for _, _, inbox in inboxes):
+            while not all(inbox for _, _, inbox, _ in inboxes):
                 now = time.monotonic()
-                silent = [self.plan.resolve(p.topic) for _, p, inbox in inboxes if not inbox]
+                silent = [self.plan.resolve(p.topic) for _, p, inbox, _ in inboxes if not inbox]
                 if now > deadline:
                     raise AssertionError(f"tick {tick}: nothing published on {silent}")
                 if now > resend:
-                    answered = {node.name for node, _, inbox in inboxes if inbox}
+                    answered = {node.name for node, _, inbox, _ in inboxes if inbox}
                     self._publish([p for p in publishers if p[0].name not in answered], tick)
                     resend = now + RESEND_S
                 self.executor.spin_once(timeout_sec=0.02)
-            for node, port, inbox in inboxes:
+            for node, port, inbox, reader in inboxes:
                 expected = self.samples[node.name][tick].outputs[port.port]
-                received = codec(port).from_message(inbox[-1])
+                received = reader.from_message(inbox[-1])
                 where = f"tick {tick}, {self.plan.resolve(port.topic)}"
                 torch.testing.assert_close(
                     received,
@@ -250,11 +255,11 @@ class Replay:
                 )
 
     def _publish(self, publishers, tick):
-        from leapp_ros.messages import codec
-
-        for node, port, publisher in publishers:
-            value = self.samples[node.name][tick].inputs[port.port]
-            publisher.publish(codec(port).to_message(value.contiguous()))
+        for node, sender, publisher in publishers:
+            inputs = self.samples[node.name][tick].inputs
+            values = {f"{node.name}/{port.port}": inputs[port.port].contiguous()
+                      for port in sender.ports}  # fmt: skip
+            publisher.publish(sender.to_message(values))
 
 
 def _driven_nodes(plan):

@@ -19,14 +19,17 @@ from typing import Any, TextIO
 import torch
 
 from leapp.errors import PipelineError
-from leapp_ros.messages import MessageError, PortCodec, codec
+from leapp_ros.messages import MessageError
 from leapp_ros.plan import PipelinePlan
 from leapp_ros.processes import load_plan, plan_processes
 from leapp_ros.runner import RunningGraph
 from leapp_ros.testing.probe import Probe, claim_domain_id, ros_env
 from leapp_ros.testing.topics import (
+    InputSender,
+    OutputReader,
     driven_outputs,
     harness_parameters,
+    input_senders,
     starved_nodes,
     topic_problems,
     unready,
@@ -109,7 +112,7 @@ class GraphUnderTest:
         output: TextIO | None = None,
         feedback_settle_s: float = 0.02,
     ):
-        self.plan: PipelinePlan = load_plan(export, namespace)
+        self.plan: PipelinePlan = load_plan(export, namespace, params_file=params_file)
         self.composed = composed
         self.timeout_s = timeout_s
         self.step_timeout_s = step_timeout_s
@@ -122,8 +125,9 @@ class GraphUnderTest:
         self._graph: RunningGraph | None = None
         self._probe: Probe | None = None
         self._statuses: dict[str, dict[str, Any]] = {}
-        self._inputs: dict[str, tuple[str, PortCodec, Any]] = {}  # key: topic, codec, publisher
-        self._outputs: dict[str, tuple[str, PortCodec, list[Any]]] = {}  # key: topic, ..., inbox
+        # by "node/port": (topic, sender, publisher) and (topic, reader, inbox)
+        self._inputs: dict[str, tuple[str, InputSender, Any]] = {}
+        self._outputs: dict[str, tuple[str, OutputReader, list[Any]]] = {}
         inputs = [(node, port) for node in self.plan.nodes for port in node.inputs]
         self._feedback = any(port.kind == "feedback" for _, port in inputs)
         # Running nodes again gives the same outputs unless state or fed-back values change.
@@ -252,10 +256,10 @@ class GraphUnderTest:
         messages = self._messages(inputs)
         awaited = self._awaited(inputs) if outputs is None else self._checked(outputs)
         before = {key: len(inbox) for key, (_, _, inbox) in self._outputs.items()}
-        for key, message in messages.items():
-            self._inputs[key][2].publish(message)
+        for publisher, message in messages.values():
+            publisher.publish(message)
         timeout_s = self.step_timeout_s if timeout_s is None else timeout_s
-        self._wait(awaited, before, timeout_s, messages)
+        self._wait(awaited, before, timeout_s, messages, set(inputs))
         if self._feedback and self.feedback_settle_s > 0:
             self.probe.spin_for(self.feedback_settle_s)
         return {key: self.latest(key) for key in awaited}
@@ -268,17 +272,18 @@ class GraphUnderTest:
         """
         awaited = self._checked(outputs)
         before = {key: len(inbox) for key, (_, _, inbox) in self._outputs.items()}
-        self._wait(awaited, before, self.step_timeout_s if timeout_s is None else timeout_s, {})
+        timeout_s = self.step_timeout_s if timeout_s is None else timeout_s
+        self._wait(awaited, before, timeout_s, {}, set())
 
     def received(self, key: str) -> list[torch.Tensor]:
         """Every value published on output ``key`` since the graph started."""
-        _, port_codec, inbox = self._output(key)
-        return [port_codec.from_message(message).clone() for message in inbox]
+        _, reader, inbox = self._output(key)
+        return [reader.from_message(message).clone() for message in inbox]
 
     def latest(self, key: str) -> torch.Tensor:
         """The newest value published on output ``key`` (IndexError when there is none)."""
-        _, port_codec, inbox = self._output(key)
-        return port_codec.from_message(inbox[-1]).clone()
+        _, reader, inbox = self._output(key)
+        return reader.from_message(inbox[-1]).clone()
 
     def spin(self, seconds: float) -> None:
         """Let the probe receive for ``seconds`` (raises when a node died)."""
@@ -323,14 +328,14 @@ class GraphUnderTest:
     def _create_endpoints(self, probe: Probe) -> None:
         for node in self.plan.nodes:
             for port in node.outputs:
-                port_codec, topic = codec(port), self.plan.resolve(port.topic)
-                inbox = probe.subscribe(topic, port_codec.message_class)
-                self._outputs[f"{node.name}/{port.port}"] = (topic, port_codec, inbox)
-            for port in node.inputs:
-                if port.kind == "external" and port.topic is not None:
-                    port_codec, topic = codec(port), self.plan.resolve(port.topic)
-                    publisher = probe.publisher(topic, port_codec.message_class)
-                    self._inputs[f"{node.name}/{port.port}"] = (topic, port_codec, publisher)
+                reader, topic = OutputReader(port), self.plan.resolve(port.topic)
+                inbox = probe.subscribe(topic, reader.message_class)
+                self._outputs[f"{node.name}/{port.port}"] = (topic, reader, inbox)
+        for sender in input_senders(self.plan):
+            topic = self.plan.resolve(sender.ports[0].topic or "")
+            publisher = probe.publisher(topic, sender.message_class)
+            for key in sender.keys:  # several keys when one message carries several ports
+                self._inputs[key] = (topic, sender, publisher)
         # Last: a node's status reaching this reader proves that node has discovered every
         # reader created before it (discovery announces a participant's readers in order),
         # so its output publishers send to the probe from the first message on.
@@ -355,17 +360,19 @@ class GraphUnderTest:
             reason = graph.failure or f"it stopped with exit code {graph.exit_code}"
             raise GraphAssertionError(f"graph {self.plan.namespace} failed: {reason}")
 
-    def _messages(self, inputs: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    def _messages(self, inputs: Mapping[str, torch.Tensor]) -> dict[str, tuple[Any, Any]]:
+        """``{topic: (publisher, message)}``: one message per input topic."""
         unknown = [key for key in inputs if key not in self._inputs]
         if unknown:
             raise PipelineError(
                 f"{', '.join(map(repr, unknown))}: not an external input of pipeline "
                 f"{self.plan.name!r}; its external inputs are {', '.join(self._inputs)}"
             )
-        messages = {}
-        for key, value in inputs.items():
+        messages: dict[str, tuple[Any, Any]] = {}
+        for key in inputs:
+            topic, sender, publisher = self._inputs[key]
             try:
-                messages[key] = self._inputs[key][1].to_message(value)
+                messages[topic] = (publisher, sender.to_message(inputs))
             except MessageError as e:
                 raise PipelineError(f"input {key!r}: {e}") from e
         return messages
@@ -391,7 +398,8 @@ class GraphUnderTest:
         awaited: list[str],
         before: Mapping[str, int],
         timeout_s: float,
-        messages: Mapping[str, Any],
+        messages: Mapping[str, tuple[Any, Any]],
+        given: set[str],
     ) -> None:
         """Spin until each awaited output has a message more than ``before``.
 
@@ -412,10 +420,10 @@ class GraphUnderTest:
             if messages and self._rerun_safe and now > resend_at:
                 resend_at = now + _RESEND_S
                 new = {k for k, (_, _, inbox) in self._outputs.items() if len(inbox) > before[k]}
-                if starved_nodes(self.plan, set(messages), new):
+                if starved_nodes(self.plan, given, new):
                     logger.debug("%s: sending %s again", self.plan.namespace, sorted(messages))
-                    for key, message in messages.items():
-                        self._inputs[key][2].publish(message)
+                    for publisher, message in messages.values():
+                        publisher.publish(message)
             self.probe.executor.spin_once(timeout_sec=_SLICE_S)
 
     def _timeout(
@@ -430,7 +438,7 @@ class GraphUnderTest:
         )
         return StepTimeoutError(message, missing, received)
 
-    def _output(self, key: str) -> tuple[str, PortCodec, list[Any]]:
+    def _output(self, key: str) -> tuple[str, OutputReader, list[Any]]:
         entry = self._outputs.get(key)
         if entry is None:
             raise PipelineError(

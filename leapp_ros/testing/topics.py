@@ -6,21 +6,27 @@ planned (names, types, publishing and subscribing nodes, message shapes);
 :func:`driven_outputs` says which outputs some inputs make the nodes publish (firing on
 inputs) and :func:`starved_nodes` which nodes did not although they should have;
 :func:`harness_parameters` writes the parameters file that makes every node subscription
-reliable for the duration of a test.
+reliable for the duration of a test; :class:`InputSender` and :class:`OutputReader` turn a
+test's tensors into the messages of a topic and back (MultiArrays or robot messages).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from leapp_ros.plan import STATUS_TOPIC, PipelinePlan
+from leapp_ros.messages import MessageError, codec
+from leapp_ros.plan import STATUS_TOPIC, InputPlan, OutputPlan, PipelinePlan
+from leapp_ros.robot_codecs import InputDecoder, OutputEncoder
 
 __all__ = [
+    "InputSender",
+    "OutputReader",
     "driven_outputs",
     "harness_parameters",
+    "input_senders",
     "starved_nodes",
     "subscribed_topics",
     "topic_problems",
@@ -120,7 +126,8 @@ def topic_problems(plan: PipelinePlan, node: Any, latest: Mapping[str, Any | Non
             if plan_node.name not in _names(node.get_publishers_info_by_topic(topic)):
                 problems.append(f"{topic}: not published by node {plan_node.name!r}")
             message = latest.get(topic)
-            dims = None if message is None else [dim.size for dim in message.layout.dim]
+            plain = message is not None and output.binding is None
+            dims = [dim.size for dim in message.layout.dim] if plain else None
             if dims is not None and dims != list(output.shape):
                 problems.append(
                     f"{topic}: expected messages of shape {list(output.shape)}, received {dims}"
@@ -175,3 +182,76 @@ def starved_nodes(plan: PipelinePlan, given: Iterable[str], published: Iterable[
 
 def _names(endpoints: Iterable[Any]) -> set[str]:
     return {endpoint.node_name for endpoint in endpoints}
+
+
+class OutputReader:
+    """The harness side of one output topic: its message class and its tensors."""
+
+    def __init__(self, port: OutputPlan):
+        self.port = port
+        if port.binding is None:
+            self._codec = codec(port)
+            self.message_class = self._codec.message_class
+        else:
+            self._encoder = OutputEncoder(port.binding, port.dtype, port.shape, port.labels)
+            self.message_class = self._encoder.message_class
+
+    def from_message(self, message: Any) -> Any:
+        """The output's tensor in ``message`` (a robot message's values in the port's order)."""
+        if self.port.binding is None:
+            return self._codec.from_message(message)
+        import torch
+
+        return torch.from_numpy(self._encoder.decode(message))
+
+
+class InputSender:
+    """The harness side of one external input topic, which may carry several ports (a
+    JointState feeding position and velocity): ``keys`` (``"node/port"``) must be given
+    together to :meth:`to_message`."""
+
+    def __init__(self, node: str, ports: Sequence[InputPlan]):
+        self.keys = tuple(f"{node}/{port.port}" for port in ports)
+        self.ports = tuple(ports)
+        bound = ports[0].binding is not None
+        self._codec = None if bound else codec(ports[0])
+        self._decoder = (
+            InputDecoder(ports[0].message_type, [(p.binding, p.dtype, p.shape) for p in ports])
+            if bound
+            else None
+        )
+        self.message_class = (self._decoder or self._codec).message_class  # type: ignore[union-attr]
+
+    def to_message(self, values: Mapping[str, Any]) -> Any:
+        """One message carrying ``values`` (``{"node/port": tensor}``, every key of this topic).
+
+        Raises:
+            MessageError: a tensor does not fit its port, or a key of this topic is missing.
+        """
+        missing = [key for key in self.keys if key not in values]
+        if missing:
+            raise MessageError(
+                f"{', '.join(self.keys)} come in one message; give {', '.join(missing)} too"
+            )
+        if self._codec is not None:
+            return self._codec.to_message(values[self.keys[0]])
+        arrays = []
+        for key, port in zip(self.keys, self.ports, strict=True):
+            value = values[key]
+            shape = tuple(getattr(value, "shape", ()))
+            if shape != tuple(port.shape):
+                raise MessageError(f"expected shape {list(port.shape)}, got {list(shape)}")
+            arrays.append(value.detach().numpy() if hasattr(value, "detach") else value)
+        return self._decoder.encode(arrays)  # type: ignore[union-attr]
+
+
+def input_senders(plan: PipelinePlan) -> list[InputSender]:
+    """One sender per external input topic of every node."""
+    senders = []
+    for node in plan.nodes:
+        topics: dict[str, list[InputPlan]] = {}
+        for port in node.inputs:
+            if port.kind == "external" and port.topic is not None:
+                topics.setdefault(port.topic, []).append(port)
+        senders += [InputSender(node.name, ports) for ports in topics.values()]
+    return senders

@@ -1,0 +1,67 @@
+"""The model a pipeline node runs, called with NumPy arrays: :func:`load_node_model`.
+
+A node keeps its port values as NumPy arrays (the messages decode into them without copying).
+An ONNX node runs them in ONNX Runtime directly (:mod:`leapp.run.onnx_runner`) and never
+imports torch; a TorchScript or pt2 node wraps them as tensors sharing their memory
+(``torch.from_numpy``) and hands the results back as arrays (``Tensor.numpy``, no copy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from leapp.spec import Spec
+
+__all__ = ["TorchModel", "load_node_model"]
+
+
+class TorchModel:
+    """A :class:`leapp.run.model.Model` (jit, pt2) called with NumPy arrays."""
+
+    __slots__ = ("_call", "_from_numpy", "_no_grad", "_tensor", "backend", "model", "name")
+
+    def __init__(self, model: Any):
+        import torch
+
+        self.model = model
+        self.name = model.name
+        self.backend = model.backend
+        self._call = model.call
+        self._from_numpy = torch.from_numpy
+        self._tensor = torch.Tensor
+
+    def call(self, inputs: Sequence[Any]) -> list[Any]:
+        """One array per output (a tensor where NumPy lacks the dtype: bfloat16)."""
+        tensor, from_numpy = self._tensor, self._from_numpy
+        results = self._call([v if isinstance(v, tensor) else from_numpy(v) for v in inputs])
+        return [_array(value) for value in results]
+
+    def __repr__(self) -> str:
+        return repr(self.model)
+
+
+def _array(value: Any) -> Any:
+    try:
+        return value.numpy()
+    except (RuntimeError, TypeError):  # requires grad, or a dtype NumPy lacks
+        value = value.detach()
+        return value if str(value.dtype) == "torch.bfloat16" else value.numpy()
+
+
+def load_node_model(spec: Spec, node: str) -> Any:
+    """The loaded, warmed-up model of pipeline node ``node``, with ``call(arrays) -> arrays``.
+
+    Raises:
+        PipelineError: as :func:`leapp.run.model.load_model` or
+            :func:`leapp.run.onnx_runner.load_onnx`.
+    """
+    model = spec.model(node) if node in {m.name for m in spec.models} else None
+    lean = model is not None and model.parameters.backend == "onnx"
+    if lean and all(port.dtype != "bfloat16" for port in (*model.inputs, *model.outputs)):
+        from leapp.run.onnx_runner import load_onnx
+
+        return load_onnx(spec, node)
+    from leapp.run.model import load_model
+
+    return TorchModel(load_model(spec, node))
