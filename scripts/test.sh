@@ -10,4 +10,4 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 echo "test: ROS_DOMAIN_ID=$ROS_DOMAIN_ID ROS_AUTOMATIC_DISCOVERY_RANGE=$ROS_AUTOMATIC_DISCOVERY_RANGE"
 ruff check .
 ruff format --check .
-python -m pytest test -q "$@"
+python -m pytest test -q --durations=15 "$@"
