@@ -17,10 +17,9 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from leapp import annotate
-from leapp.compilation import GraphConfigs, compile_graph
 from leapp.errors import (
     ExportError,
     GraphError,
@@ -34,17 +33,19 @@ from leapp.errors import (
     TraceError,
     ValidationError,
 )
-from leapp.graph.listing import format_graph
-from leapp.semantics import InputKindEnum, OutputKindEnum, TemporalAxis, TensorSemantics
-from leapp.session import start, stop
-from leapp.trace.array import TracedArray
-from leapp.trace.recorder import FrozenValueWarning
-from leapp.trace.tensor import TracedTensor
 from leapp.version import __version__ as __version__
 
 if TYPE_CHECKING:
+    from leapp import annotate
+    from leapp.compilation import GraphConfigs, compile_graph
+    from leapp.graph.listing import format_graph
     from leapp.run.inference import InferenceManager
     from leapp.run.pipeline import Pipeline
+    from leapp.semantics import InputKindEnum, OutputKindEnum, TemporalAxis, TensorSemantics
+    from leapp.session import start, stop
+    from leapp.trace.array import TracedArray
+    from leapp.trace.recorder import FrozenValueWarning
+    from leapp.trace.tensor import TracedTensor
 
 __all__ = [
     "ExportError",
@@ -75,19 +76,39 @@ __all__ = [
     "stop",
 ]
 
+# Public names loaded on first use (PEP 562), so that ``import leapp.spec`` and the ONNX
+# runtime of a deployed node never import torch: name -> (module, attribute or None for the
+# module itself).
+_LAZY = {
+    "annotate": ("leapp.annotate", None),
+    "GraphConfigs": ("leapp.compilation", "GraphConfigs"),
+    "compile_graph": ("leapp.compilation", "compile_graph"),
+    "format_graph": ("leapp.graph.listing", "format_graph"),
+    "InputKindEnum": ("leapp.semantics", "InputKindEnum"),
+    "OutputKindEnum": ("leapp.semantics", "OutputKindEnum"),
+    "TemporalAxis": ("leapp.semantics", "TemporalAxis"),
+    "TensorSemantics": ("leapp.semantics", "TensorSemantics"),
+    "start": ("leapp.session", "start"),
+    "stop": ("leapp.session", "stop"),
+    "TracedArray": ("leapp.trace.array", "TracedArray"),
+    "FrozenValueWarning": ("leapp.trace.recorder", "FrozenValueWarning"),
+    "TracedTensor": ("leapp.trace.tensor", "TracedTensor"),
+    "Pipeline": ("leapp.run.pipeline", "Pipeline"),  # pulls in onnxruntime
+    "InferenceManager": ("leapp.run.inference", "InferenceManager"),  # LEAPP's runtime class
+    "spec": ("leapp.spec", None),
+}
+
 
 def __getattr__(name: str) -> Any:
-    # The runtime pulls in onnxruntime; load it only when asked for.
-    if name == "Pipeline":
-        from leapp.run.pipeline import Pipeline
+    entry = _LAZY.get(name)
+    if entry is None:
+        raise AttributeError(f"module 'leapp' has no attribute {name!r}")
+    module_name, attribute = entry
+    module = importlib.import_module(module_name)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value  # later lookups skip this function
+    return value
 
-        return Pipeline
-    if name == "InferenceManager":  # NVIDIA LEAPP's runtime class, over Pipeline
-        from leapp.run.inference import InferenceManager
 
-        return InferenceManager
-    if name == "spec":
-        import importlib
-
-        return importlib.import_module("leapp.spec")
-    raise AttributeError(f"module 'leapp' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -291,3 +291,29 @@ def test_harness_sends_ports_of_one_message_together(robot_export):
         {"preprocess/joint_pos": torch.arange(6.0), "preprocess/joint_vel": torch.ones(6)}
     )
     assert list(message.position) == list(range(6)) and len(message.name) == 6
+
+
+def test_an_onnx_node_loads_and_decodes_without_importing_torch(robot_export):
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+import leapp_ros.node
+from leapp.spec import load
+from leapp_ros.node_model import load_node_model
+from leapp_ros.plan import make_plan
+from leapp_ros.topic_io import OutputWriter, topic_readers
+spec = load({str(robot_export)!r}, verify_checksums=True)
+plan = make_plan(spec)
+model = load_node_model(spec, "policy")
+node = plan.node("policy")
+readers, writers = topic_readers(node.inputs), [OutputWriter(p) for p in node.outputs]
+(obs,) = readers[0].read(readers[0]._codec.to_message(__import__("numpy").zeros(21, "float32")))
+writers[0].write(model.call([obs])[0])
+assert "torch" not in sys.modules, "torch was imported"
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
