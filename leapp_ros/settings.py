@@ -166,6 +166,14 @@ def declare_port_overrides(node: Any, model: ModelSpec) -> dict[str, PortOverrid
         override = _port_override(f"node {model.name!r}: parameters ports.{port}", values)
         if override != PortOverride():
             found[port] = override
+    given = getattr(node, "_parameter_overrides", {})  # rclpy's, from the command line / file
+    unknown = sorted(n for n in given if n.startswith("ports.") and not node.has_parameter(n))
+    if unknown:  # a warning, not an error: a "/**" section reaches every node
+        ports = [p.name for p in (*model.inputs, *model.outputs)]
+        node.get_logger().warning(
+            f"node {model.name!r}: parameter(s) {unknown} name no port of this node, ignored "
+            f"them; its ports are {ports} and each takes ports.<port>.message|kind|names|order"
+        )
     return found
 
 

@@ -317,3 +317,31 @@ assert "torch" not in sys.modules, "torch was imported"
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_port_parameters_are_read_and_unknown_ports_are_named(robot_export):
+    from types import SimpleNamespace
+
+    from leapp import spec as spec_module
+    from leapp_ros.settings import declare_port_overrides
+
+    given = {"ports.joint_targets.order": list(reversed(JOINTS)), "ports.typo.kind": "kp"}
+    declared, warnings = set(), []
+
+    def declare_parameter(name, default, descriptor):
+        declared.add(name)
+        return SimpleNamespace(value=given.get(name, default))
+
+    node = SimpleNamespace(
+        declare_parameter=declare_parameter,
+        has_parameter=declared.__contains__,
+        get_logger=lambda: SimpleNamespace(warning=warnings.append),
+        _parameter_overrides=given,
+    )
+    model = spec_module.load(robot_export).model("policy")
+    assert declare_port_overrides(node, model) == {
+        "joint_targets": PortOverride(order=tuple(reversed(JOINTS)))
+    }
+    assert len(warnings) == 1
+    assert "['ports.typo.kind'] name no port" in warnings[0]
+    assert "['obs', 'joint_targets']" in warnings[0]
