@@ -110,3 +110,14 @@ def test_operation_without_onnx_form_is_refused_naming_it_and_its_line(tmp_path)
     message = str(refused.value)
     assert "node 'node'" in message and "airy_ai" in message
     assert "test_onnx_lowering.py:" in message and "export_with='jit' or 'pt2'" in message
+
+
+def test_complex_output_travels_as_real_pairs_and_reads_back_complex(tmp_path):
+    def fn(x):
+        return torch.fft.rfft(x), torch.fft.irfft(torch.fft.rfft(x), 8)
+
+    compiled = export_function(tmp_path, fn, {"x": torch.randn(8)}, "onnx")
+    model = onnx.load(str(compiled.spec.directory / "node.onnx"))
+    dims = [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim]
+    assert dims == [5, 2] and compiled.spec.model("node").outputs[0].dtype == "complex64"
+    assert_matches_eager(compiled, fn, lambda: {"x": torch.randn(8)}, samples=10, atol=1e-4)

@@ -21,7 +21,7 @@ import torch
 import torch.fx
 
 from leapp.errors import ExportError
-from leapp.export import Artifact, summarize_error
+from leapp.export import Artifact, failing_operation, summarize_error
 
 logger = logging.getLogger(__name__)
 
@@ -110,8 +110,8 @@ def _compile(
             else (f"scripting failed ({summarize_error(script_error)}) and so did ")
         )
         raise ExportError(
-            f"node {node!r} (inputs {list(input_names)}) cannot be compiled to TorchScript: "
-            f"{scripted}tracing failed ({summarize_error(e)}). Export this node with "
-            "export_with='onnx' or 'pt2' instead"
+            f"node {node!r} (inputs {list(input_names)}) cannot be compiled to TorchScript"
+            f"{failing_operation(graph_module, e)}: {scripted}tracing failed "
+            f"({summarize_error(e)}). Export this node with export_with='onnx' or 'pt2' instead"
         ) from e
     return traced, "trace"

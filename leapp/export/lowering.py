@@ -80,7 +80,7 @@ def onnx_lowered(
             pre_dispatch=not fully,
             wrap=(lambda run: functionalize(run, remove="mutations")) if fully else None,
         )
-        unknown = onnx_unknown_operations(lowered, opset) - _REWRITTEN
+        unknown = onnx_unknown_operations(lowered, opset) - _REWRITTEN - _PAIRED
         if fully:
             unknown |= {op for op in _operations(lowered) if _own(op, ONNX_DECOMPOSITIONS)}
         unknown -= set(table)
@@ -101,6 +101,11 @@ def _aten(name: str) -> set[torch._ops.OpOverload]:
 
 # Written as plain calls by _clean instead of being decomposed.
 _REWRITTEN = _aten("_to_copy") | _aten("lift_fresh_copy") | _aten("lift_fresh")
+# Left for leapp.export.real_pairs to cancel against each other.
+_PAIRED = (
+    _aten("complex") | _aten("real") | _aten("imag") | _aten("view_as_real")
+    | _aten("view_as_complex") | _aten("resolve_conj")
+)  # fmt: skip
 
 
 def onnx_unknown_operations(module: fx.GraphModule, opset: int) -> set[torch._ops.OpOverload]:

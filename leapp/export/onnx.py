@@ -13,6 +13,9 @@ The exporter's deprecation warning is silenced here and logged at debug level. `
 is not run (it costs time and the exporter's output is valid); ``validate_export`` re-runs every
 artifact in ONNX Runtime on the traced samples instead, which is the stronger check.
 
+A complex output is written as real pairs, a last dimension of 2 (:mod:`leapp.export.real_pairs`);
+leapp's runner reads it back as the complex port the spec lists.
+
 ONNX forbids a graph input and output with the same name. When a port is both an input and an
 output of the node (state such as ``h`` fed back on the next tick), the ONNX names are
 ``<port>_in`` and ``<port>_out``, as NVIDIA's LEAPP writes them; the runtime matches such names
@@ -57,19 +60,18 @@ def export(
     as it is gets lowered (:func:`leapp.export.lowering.onnx_lowered`) and exported again.
     Every input port is an input of the model, also one whose values no output depends on.
     """
-    from leapp.export.folding import fold_empty_inputs
-
     path = directory / f"{node}.onnx"
     onnx_inputs, onnx_outputs = onnx_port_names(input_names, output_names)
     started = time.perf_counter()
-    graph_module = fold_empty_inputs(graph_module, example_inputs)
+    graph_module = _prepared(graph_module, example_inputs, node)
     refusal: _RefusedError | ExportError | None = None
     first_disagreement = None
     for how, build in _attempts(graph_module, example_inputs, node):
         try:
             module = build()
             _write(module, example_inputs, path, onnx_inputs, onnx_outputs, node)
-        except (_RefusedError, ExportError) as refused:
+        except Exception as e:  # a refused or failed attempt: try the next one, never crash
+            refused = e if isinstance(e, (_RefusedError, ExportError)) else _RefusedError(e)
             logger.debug("node %s: no ONNX model %s: %s", node, how, refused)
             if refusal is None or isinstance(refused, ExportError):
                 refusal = refused
@@ -105,6 +107,22 @@ def export(
     return Artifact(model_path=path.name, backend="onnx", opset_version=OPSET_VERSION)
 
 
+def _prepared(
+    graph_module: torch.fx.GraphModule, example_inputs: tuple[torch.Tensor, ...], node: str
+) -> torch.fx.GraphModule:
+    """Inputs without elements folded to constants, complex outputs as real pairs (each left
+    out, with a debug note, where it fails: the exporter then reports the problem)."""
+    from leapp.export.folding import fold_empty_inputs
+    from leapp.export.real_pairs import complex_outputs_as_pairs
+
+    for transform in (fold_empty_inputs, complex_outputs_as_pairs):
+        try:
+            graph_module = transform(graph_module, example_inputs)
+        except Exception as e:
+            logger.debug("node %s: %s not applied: %s", node, transform.__name__, e)
+    return graph_module
+
+
 def _attempts(
     graph_module: torch.fx.GraphModule, example_inputs: tuple[torch.Tensor, ...], node: str
 ) -> list[tuple[str, Callable[[], torch.fx.GraphModule]]]:
@@ -112,10 +130,11 @@ def _attempts(
     operations the exporter does not know decomposed; lowered with every operation decomposed
     that can be (the exporter writes some that it knows wrongly for some arguments)."""
     from leapp.export.lowering import onnx_lowered
+    from leapp.export.real_pairs import fold_pairs
 
     def lowered(fully: bool) -> Callable[[], torch.fx.GraphModule]:
-        return lambda: onnx_lowered(
-            graph_module, example_inputs, node=node, opset=OPSET_VERSION, fully=fully
+        return lambda: fold_pairs(
+            onnx_lowered(graph_module, example_inputs, node=node, opset=OPSET_VERSION, fully=fully)
         )
 
     return [

@@ -16,7 +16,7 @@ import torch
 import torch.fx
 
 from leapp.errors import ExportError
-from leapp.export import Artifact, summarize_error
+from leapp.export import Artifact, failing_operation, summarize_error
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +41,9 @@ def export(
         program = export_program(graph_module, example_inputs)
     except Exception as e:
         raise ExportError(
-            f"node {node!r} (inputs {list(input_names)}) cannot be exported with torch.export: "
-            f"{summarize_error(e)}. Export this node with export_with='jit' or 'onnx' instead"
+            f"node {node!r} (inputs {list(input_names)}) cannot be exported with torch.export"
+            f"{failing_operation(graph_module, e)}: {summarize_error(e)}. Export this node with "
+            "export_with='jit' or 'onnx' instead"
         ) from e
     exported_at = time.perf_counter()
     try:

@@ -263,6 +263,7 @@ def _load_onnx(path: Path, model: ModelSpec) -> _Call:
     )
     run = session.run
     from_numpy = torch.from_numpy
+    pairs = [port.dtype.startswith("complex") for port in model.outputs]
 
     def call(inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
         feed = {}
@@ -271,9 +272,18 @@ def _load_onnx(path: Path, model: ModelSpec) -> _Call:
                 feed[name] = value.numpy()  # a view: no copy for CPU tensors
             except (RuntimeError, TypeError):
                 feed[name] = value.detach().cpu().numpy()
-        return tuple(map(from_numpy, run(output_names, feed)))
+        results = tuple(map(from_numpy, run(output_names, feed)))
+        if any(pairs):  # complex outputs travel as (real, imaginary) pairs
+            results = tuple(map(_complex_of_pairs, results, pairs))
+        return results
 
     return call
+
+
+def _complex_of_pairs(value: torch.Tensor, complex_port: bool) -> torch.Tensor:
+    if complex_port and not value.is_complex() and value.dim() and value.shape[-1] == 2:
+        return torch.view_as_complex(value.contiguous())
+    return value
 
 
 def _match_names(node: str, what: str, names: list[str], ports: Sequence[TensorSpec]) -> list[str]:

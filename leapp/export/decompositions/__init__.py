@@ -11,7 +11,7 @@ these exist where torch's end in ``prims`` operations (which no exporter knows) 
 One module per family: :mod:`.elementwise`, :mod:`.reductions`, :mod:`.indexing`,
 :mod:`.layers` (pooling, normalization, activations, losses), :mod:`.linalg`,
 :mod:`.orthogonal`,
-:mod:`.special`, :mod:`.bessel`, :mod:`.polynomials`.
+:mod:`.special`, :mod:`.bessel`, :mod:`.polynomials`, :mod:`.spectral`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from leapp.export.decompositions import (
     polynomials,
     reductions,
     special,
+    spectral,
 )
 
 __all__ = ["ONNX_DECOMPOSITIONS"]
@@ -43,4 +44,5 @@ ONNX_DECOMPOSITIONS: dict[Any, Callable[..., Any]] = {
     **special.DECOMPOSITIONS,
     **bessel.DECOMPOSITIONS,
     **polynomials.DECOMPOSITIONS,
+    **spectral.DECOMPOSITIONS,
 }
