@@ -206,18 +206,19 @@ def check_outputs(model: Model, results: Sequence[torch.Tensor], on: str) -> Non
                 f"{_dtype_name(value.dtype)}, the spec says {_dtype_name(dtype)}; re-export "
                 "the node"
             )
-        if value.shape != shape and on.startswith("zeros"):
-            raise PipelineError(
-                f"node {model.name!r}: output {port!r} of {str(model.path)!r} has shape "
-                f"{list(value.shape)} on {on}, the spec says {list(shape)}: its shape depends "
-                "on the input values (nonzero, masked_select, unique, ...), which a spec with "
-                "fixed shapes cannot describe. Compute a fixed-size result instead (a mask, "
-                "torch.where, a padded tensor)"
-            )
         if value.shape != shape:
+            found = f"{_dtype_name(value.dtype)} {list(value.shape)}"
+            cause = (
+                "either the artifact is not the one this spec describes (re-export the node), "
+                "or its output shape depends on the input values (nonzero, masked_select, "
+                "unique, ...), which a spec with fixed shapes cannot describe: compute a "
+                "fixed-size result instead (a mask, torch.where, a padded tensor)"
+                if on.startswith("zeros")
+                else "re-export the node"
+            )
             raise PipelineError(
-                f"node {model.name!r}: output {port!r} of {str(model.path)!r} has shape "
-                f"{list(value.shape)} on {on}, the spec says {list(shape)}; re-export the node"
+                f"node {model.name!r}: output {port!r} of {str(model.path)!r} is {found} on "
+                f"{on}, the spec says {_dtype_name(dtype)} {list(shape)}; {cause}"
             )
 
 
