@@ -100,12 +100,17 @@ def print_details(keys, columns):
                     print(f"  {name} {key} {backend}: {result.outcome}: {result.detail}")
 
 
+SLOW_S = 3.0  # ops a backend needs longer for are left to this bench, out of CI's sample
+
+
 def write_expected(results, skipped) -> None:
+    slow = sorted(k for k, row in results.items() if max(r.seconds for r in row.values()) > SLOW_S)
     lines = [
         "{",
         '  "comment": "Outcome per OpInfo and backend; rewrite with python '
         'bench/export_coverage.py --write-expected",',
         '  "skipped": ' + json.dumps(dict(sorted(skipped.items())), indent=None) + ",",
+        f'  "slow (over {SLOW_S:g} s on this machine)": ' + json.dumps(slow) + ",",
         '  "ops": {',
     ]
     rows = [
@@ -157,11 +162,19 @@ def main() -> None:
     print_table(keys, columns, args.failures)
     if args.details:
         print_details(keys, columns)
+    slowest = sorted(
+        ((r.seconds, f"{k} {b}") for k, row in columns["ours"].items() for b, r in row.items()),
+        reverse=True,
+    )[:10]
+    print("\nslowest cells (ours): " + ", ".join(f"{name} {s:.1f} s" for s, name in slowest))
     total_s = time.perf_counter() - started
     print(f"\nours: {ours_s:.0f} s with {args.workers} workers; total {total_s:.0f} s")
     if args.json:
         data = {
-            name: {k: {b: [r.outcome, r.detail] for b, r in row.items()} for k, row in res.items()}
+            name: {
+                k: {b: [r.outcome, r.detail, round(r.seconds, 2)] for b, r in row.items()}
+                for k, row in res.items()
+            }
             for name, res in columns.items()
         }
         Path(args.json).write_text(json.dumps(data, indent=1), encoding="utf-8")

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterator
@@ -75,6 +76,7 @@ class Case:
 class Result:
     outcome: str
     detail: str = ""
+    seconds: float = 0.0
 
 
 def case_key(op) -> str:
@@ -387,13 +389,16 @@ def _drive(jobs: queue.Queue, record, python: str, mode: str, root: Path) -> Non
             worker = _start_worker(python, mode, root)
         worker.stdin.write(f"{key} {backend}\n")
         worker.stdin.flush()
+        started = time.perf_counter()
         answer = _read_answer(worker)
+        seconds = time.perf_counter() - started
         if answer is None:
             code = worker.wait()
-            record(key, backend, Result("crash", f"the process died (exit status {code})"))
+            died = f"the process died (exit status {code})"
+            record(key, backend, Result("crash", died, seconds))
             worker = None
         else:
-            record(key, backend, Result(answer["outcome"], answer["detail"]))
+            record(key, backend, Result(answer["outcome"], answer["detail"], seconds))
     if worker is not None and worker.poll() is None:
         worker.stdin.close()
         worker.wait()
@@ -422,6 +427,10 @@ def _read_answer(worker: subprocess.Popen) -> dict | None:
 def _serve(mode: str, root: Path) -> None:
     """The worker loop (see :func:`sweep`)."""
     torch.set_num_threads(1)
+    with contextlib.suppress(ImportError):  # imported up front: not timed as the first case's
+        import onnxruntime  # noqa: F401
+
+        import leapp  # noqa: F401
     cases: dict[str, Case] = {}
     for line in sys.stdin:
         key, backend = line.split()

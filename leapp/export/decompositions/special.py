@@ -256,7 +256,7 @@ def _incomplete_gamma(a, x, upper: bool):
     prefactor = torch.exp(a * torch.log(safe_x) - safe_x - _lgamma(safe_a).to(torch.float64))
     term = 1 / safe_a
     total = term
-    for k in range(1, 200):
+    for k in range(1, 80):
         term = term * safe_x / (safe_a + k)
         total = total + term
     lower = prefactor * total
@@ -265,7 +265,7 @@ def _incomplete_gamma(a, x, upper: bool):
     c = torch.full_like(b, 1 / tiny)
     d = 1 / torch.where(torch.abs(b) < tiny, torch.full_like(b, tiny), b)
     h = d
-    for i in range(1, 100):
+    for i in range(1, 40):
         an = -i * (i - safe_a)
         b = b + 2
         d = an * d + b
