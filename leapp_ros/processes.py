@@ -23,6 +23,7 @@ from typing import Any
 from leapp.errors import LeappError
 from leapp_ros.cpu_settings import usable_cpus
 from leapp_ros.plan import PipelinePlan, PlanError, check_namespace, make_plan
+from leapp_ros.selection import select_nodes
 
 __all__ = [
     "LOG_LEVELS",
@@ -105,6 +106,7 @@ def plan_processes(
     cpu_latency_us: int | None = None,
     pin_cpus: bool = False,
     remaps: Sequence[str] = (),
+    nodes: Sequence[str] | None = None,
 ) -> tuple[ProcessPlan, ...]:
     """The processes that run ``plan``: one per node, or one container when ``composed``.
 
@@ -114,10 +116,13 @@ def plan_processes(
     that consecutive nodes run on different CPUs. See :mod:`leapp_ros.cpu_settings`.
     ``remaps`` are ROS remap rules ``FROM:=TO`` for every process (a relative ``FROM`` is
     resolved in each node's namespace: ``preprocess/joint_states:=/joint_states``).
+    ``nodes`` names the pipeline nodes to run here (default: all), the others running on
+    other hosts of the same ROS domain (see :mod:`leapp_ros.selection`).
 
     Raises:
         PlanError: ``log_level`` is not one of :data:`LOG_LEVELS`, ``params_file`` is not
-            an existing file, or ``cpu_latency_us`` is not a whole number >= -1.
+            an existing file, ``cpu_latency_us`` is not a whole number >= -1, or ``nodes``
+            names a node the pipeline does not have.
     """
     level = None if log_level is None else log_level.lower()
     if level is not None and level not in LOG_LEVELS:
@@ -144,6 +149,8 @@ def plan_processes(
                 f"remap rule {rule!r} is not FROM:=TO for a topic, e.g. "
                 "preprocess/joint_states:=/joint_states"
             )
+    chosen = select_nodes(plan, nodes)
+    subset = () if nodes is None else ("--nodes", ",".join(node.name for node in chosen))
 
     def pinned(index: int) -> tuple[tuple[str, ParameterValue], ...]:
         return (("cpu_affinity", (cpus[index % len(cpus)],)),) if cpus else ()
@@ -155,8 +162,8 @@ def plan_processes(
                 label=plan.name,
                 executable="leapp_container",
                 module="leapp_ros.container",
-                pipeline_nodes=tuple(node.name for node in plan.nodes),
-                arguments=(spec_path, "--namespace", plan.namespace),
+                pipeline_nodes=tuple(node.name for node in chosen),
+                arguments=(spec_path, "--namespace", plan.namespace, *subset),
                 parameters=extra + pinned(0),
                 params_file=params,
                 log_level=level,
@@ -182,6 +189,7 @@ def plan_processes(
             remaps=rules,
         )
         for index, node in enumerate(plan.nodes)
+        if node in chosen
     )
 
 
