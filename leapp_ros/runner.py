@@ -380,6 +380,7 @@ def make_graph(
     cpu_latency_us: int | None = None,
     pin_cpus: bool = False,
     remaps: Sequence[str] = (),
+    nodes: Sequence[str] | None = None,
     env: Mapping[str, str] | None = None,
     restart_policy: RestartPolicy | None = None,
     stop_timeout_s: float = 10.0,
@@ -396,6 +397,8 @@ def make_graph(
             latency request while running; see :mod:`leapp_ros.cpu_settings`).
         pin_cpus: pin each process to one CPU, round robin in pipeline order.
         remaps: ROS remap rules ``FROM:=TO`` for every node (the robot's topic names).
+        nodes: the pipeline nodes to run (default: all); the others run on other hosts of
+            the same ROS domain and reach these over DDS.
         env: variables set for the processes on top of this process's environment (for
             example ``ROS_DOMAIN_ID``).
         restart_policy: limits and backoff of restarts (default ``RestartPolicy()``).
@@ -414,6 +417,7 @@ def make_graph(
         cpu_latency_us=cpu_latency_us,
         pin_cpus=pin_cpus,
         remaps=remaps,
+        nodes=nodes,
     )
     return RunningGraph(
         processes,
