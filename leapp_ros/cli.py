@@ -9,6 +9,11 @@ pipeline.launch.py pipeline:=EXPORT`` starts the same processes)::
     leapp-ros run exports/torch_pipeline --restart --namespace robot1/policy \\
         --params-file my_params.yaml --log-level warn
     leapp-ros run exports/torch_pipeline --cpu-latency-us 0 --pin-cpus   # lowest latency
+    leapp-ros run exports/torch_pipeline --nodes preprocess   # this host's share of the graph
+
+``--nodes`` (repeatable, or a comma list) splits a graph over machines: each host runs its
+nodes with the same export, namespace and ``ROS_DOMAIN_ID``, and DDS carries the topics
+between them (README: "Several machines"). A name the pipeline lacks exits with code 2.
 
 Ctrl-C (SIGINT) or SIGTERM stops every node and exits 0. A node that dies is reported and the
 others are stopped (exit code 1), or with ``--restart`` it is started again (at most 5 times
@@ -32,6 +37,7 @@ from pathlib import Path
 from leapp.errors import LeappError
 from leapp_ros.processes import LOG_LEVELS
 from leapp_ros.runner import EXIT_USAGE, make_graph, serve
+from leapp_ros.selection import node_names
 
 __all__ = ["build_parser", "main"]
 
@@ -120,6 +126,15 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
             "different CPUs; the nodes' cpu_affinity parameter)"
         ),
     )
+    run.add_argument(
+        "--nodes",
+        action="append",
+        metavar="NODE[,NODE]",
+        help=(
+            "run only these pipeline nodes (repeat it or give a comma list; default: all), "
+            "the others running on other hosts of the same ROS domain"
+        ),
+    )
     run.set_defaults(handler=_run)
 
 
@@ -134,6 +149,7 @@ def _run(args: argparse.Namespace) -> int:
         cpu_latency_us=args.cpu_latency_us,
         pin_cpus=args.pin_cpus,
         remaps=args.remap,
+        nodes=None if args.nodes is None else node_names(args.nodes),
     )
     return serve(graph)
 

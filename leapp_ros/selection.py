@@ -44,7 +44,7 @@ def select_nodes(plan: PipelinePlan, names: Sequence[str] | None) -> tuple[NodeP
         )
     if not names:
         raise PlanError(
-            f"the choice of nodes to run names none; name some of pipeline {plan.name!r}'s "
-            f"nodes ({', '.join(known)}), or leave the choice out to run them all"
+            f"the choice of nodes to run names none; name some of the nodes of pipeline "
+            f"{plan.name!r} ({', '.join(known)}), or leave the choice out to run them all"
         )
     return tuple(node for node in plan.nodes if node.name in names)
