@@ -25,6 +25,10 @@ Arguments:
                  (default): as the params file says
     pin_cpus     true: pin each process to one CPU, round robin in pipeline order (the nodes'
                  cpu_affinity parameter); false (default): as the params file says
+    nodes        the pipeline nodes to run on this host, a comma list (nodes:=preprocess),
+                 empty for all (default). To split a graph over machines, launch each
+                 machine's share with the same export, namespace and ROS_DOMAIN_ID; DDS
+                 carries the topics between them (README: "Several machines")
 
 Parameters given here (spec_path, pipeline_node, cpu_latency_us, cpu_affinity) win over the
 params file. The spec is loaded (checksums verified) and planned when the launch runs, so a
@@ -45,6 +49,7 @@ from launch_ros.descriptions import ComposableNode
 import leapp.spec
 from leapp_ros.plan import PipelinePlan, PlanError, make_plan
 from leapp_ros.processes import ProcessPlan, plan_processes
+from leapp_ros.selection import node_names
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -87,6 +92,11 @@ def generate_launch_description() -> LaunchDescription:
                 choices=["true", "false"],
                 description="true: pin each process to one CPU, round robin in pipeline order",
             ),
+            DeclareLaunchArgument(
+                "nodes",
+                default_value="",
+                description="pipeline nodes to run on this host, comma-separated (empty: all)",
+            ),
             OpaqueFunction(function=launch_pipeline),
         ]
     )
@@ -106,6 +116,7 @@ def launch_pipeline(context, *args, **kwargs):
         params_file=value("params_file") or None,
         cpu_latency_us=whole_number("cpu_latency_us", value("cpu_latency_us")),
         pin_cpus=value("pin_cpus").lower() == "true",
+        nodes=node_names(value("nodes")) or None,
     )
     if composed:
         return [component_container(plan, process) for process in processes]
