@@ -4,7 +4,8 @@ Files are written in the exact layout NVIDIA's leapp 0.7.2 uses. Keys the spec d
 are kept in the ``extra`` mappings and written back unchanged, so files written by other LEAPP
 versions survive a load/dump round trip. Both check a spec the same way, with
 :mod:`leapp.spec.parser` (structure; :mod:`leapp.spec.wiring` for the edges); :func:`load` also
-checks the artifacts' checksums (:mod:`leapp.spec.checksums`).
+checks the artifacts' checksums (:mod:`leapp.spec.checksums`). Both refuse file names that
+lead outside the export folder (:mod:`leapp.spec.containment`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from leapp.errors import SpecError
 from leapp.spec.checksums import check_checksums
+from leapp.spec.containment import check_containment
 from leapp.spec.parser import check_extras, parse_spec, read_yaml
 from leapp.spec.schema import ModelSpec, PipelineSpec, Spec, TensorSpec
 
@@ -33,7 +35,9 @@ def load(path: str | os.PathLike[str], *, verify_checksums: bool = True) -> Spec
         path: an export folder (its ``<folder name>.yaml``, or else its only ``*.yaml``) or
             the YAML file itself.
         verify_checksums: check that every ``model_path`` file exists next to the YAML and
-            matches its ``sha256sum`` (and ``md5sum`` when given).
+            matches its ``sha256sum`` (and ``md5sum`` when given). Either way, every file the
+            spec names must lie inside the export folder (:mod:`leapp.spec.containment`);
+            one that does not is reported before any file is opened.
 
     Returns:
         The :class:`Spec`, with ``name`` the YAML file's stem and ``path`` the YAML file.
@@ -47,7 +51,9 @@ def load(path: str | os.PathLike[str], *, verify_checksums: bool = True) -> Spec
     raw, problems = read_yaml(yaml_path)
     spec, found = parse_spec(raw, name=yaml_path.stem, path=yaml_path)
     problems.extend(found)
-    if verify_checksums:
+    escaping = check_containment(spec)  # before any artifact is opened or hashed
+    problems.extend(escaping)
+    if verify_checksums and not escaping:
         problems.extend(check_checksums(spec))
     if problems:
         raise SpecError(_problem_message(yaml_path, "has", problems), tuple(problems))
@@ -78,6 +84,7 @@ def dump(spec: Spec, path: str | os.PathLike[str]) -> Spec:
     problems = check_extras(spec)
     written, found = parse_spec(sections, name=target.stem, path=target)
     problems.extend(found)
+    problems.extend(check_containment(written))
     if problems:
         raise SpecError(_problem_message(target, "would have", problems), tuple(problems))
     target.parent.mkdir(parents=True, exist_ok=True)
