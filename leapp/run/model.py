@@ -229,7 +229,15 @@ def _load_jit(path: Path, model: ModelSpec) -> _Call:
         warnings.filterwarnings("ignore", message=".*torch.jit.load. is deprecated")
         module = torch.jit.load(str(path), map_location="cpu")
     module.eval()
-    return _module_call(module.forward)
+    # The C method itself: ScriptModule.forward goes through Python wrappers on every call.
+    get_method = getattr(getattr(module, "_c", None), "_get_method", None)
+    if get_method is None:
+        return _module_call(module.forward)
+    forward = get_method("forward")
+    returns = [str(value.type) for value in forward.schema.returns]
+    if returns == ["Tensor"]:  # one tensor out: no check of the result's type per call
+        return lambda inputs: (forward(*inputs),)
+    return _module_call(forward)
 
 
 def _load_pt2(path: Path, model: ModelSpec) -> _Call:
@@ -252,31 +260,54 @@ def _module_call(forward: Callable[..., Any]) -> _Call:
 def _load_onnx(path: Path, model: ModelSpec) -> _Call:
     import onnxruntime
 
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    input_names = _match_names(
-        model.name, "inputs", [i.name for i in session.get_inputs()], model.inputs
+    from leapp.run.onnx_runner import OnnxModel, session_options
+
+    session = onnxruntime.InferenceSession(
+        str(path), session_options(), providers=["CPUExecutionProvider"]
     )
-    output_names = _match_names(
-        model.name, "outputs", [o.name for o in session.get_outputs()], model.outputs
-    )
-    run = session.run
-    from_numpy = torch.from_numpy
+    runner = OnnxModel(model, path, session)  # matches the ports to the model's value names
     pairs = [port.dtype.startswith("complex") for port in model.outputs]
+    if not any(pairs) and runner.bind():  # I/O binding: the cheap entry (see onnx_runner)
+        return _bound_call(runner.bound)
+    run = runner.call
+    from_numpy = torch.from_numpy
 
     def call(inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        feed = {}
-        for name, value in zip(input_names, inputs, strict=True):
+        arrays = []
+        for value in inputs:
             try:
-                feed[name] = value.numpy()  # a view: no copy for CPU tensors
+                arrays.append(value.numpy())  # a view: no copy for CPU tensors
             except (RuntimeError, TypeError):
-                feed[name] = value.detach().cpu().numpy()
-        results = tuple(map(from_numpy, run(output_names, feed)))
+                arrays.append(value.detach().cpu().numpy())
+        results = tuple(map(from_numpy, run(arrays)))
         if any(pairs):  # complex outputs travel as (real, imaginary) pairs
             results = tuple(map(_complex_of_pairs, results, pairs))
         return results
+
+    return call
+
+
+def _bound_call(bound: Any) -> _Call:
+    """Tensors in and out of a :class:`~leapp.run.onnx_runner.BoundRun`'s buffers, through
+    torch views of them: one copy in per input, one out per output, no NumPy on the way."""
+    ins = [torch.from_numpy(buffer) for buffer in bound.input_buffers]
+    outs = [torch.from_numpy(buffer) for buffer in bound.output_buffers]
+    run = bound.run
+    if len(ins) == 1 and len(outs) == 1:  # most policies: the shortest path
+        (tensor_in,), (tensor_out,) = ins, outs
+
+        def call_one(inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+            tensor_in.copy_(inputs[0])
+            run()
+            return (tensor_out.clone(),)
+
+        return call_one
+
+    def call(inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        for buffer, value in zip(ins, inputs, strict=True):
+            buffer.copy_(value)
+        run()
+        return tuple(output.clone() for output in outs)
 
     return call
 
@@ -285,25 +316,3 @@ def _complex_of_pairs(value: torch.Tensor, complex_port: bool) -> torch.Tensor:
     if complex_port and not value.is_complex() and value.dim() and value.shape[-1] == 2:
         return torch.view_as_complex(value.contiguous())
     return value
-
-
-def _match_names(node: str, what: str, names: list[str], ports: Sequence[TensorSpec]) -> list[str]:
-    """ONNX value names in port order: by name when every port finds its name (the port name,
-    or ``<port>_in`` / ``<port>_out`` for a port that is both an input and an output, as leapp
-    and NVIDIA's LEAPP write them), else by position (files from other tools keep the order).
-    """
-    port_names = [port.name for port in ports]
-    if len(names) != len(port_names):
-        raise PipelineError(
-            f"node {node!r}: the ONNX model has {len(names)} {what} {names}, the spec lists "
-            f"{len(port_names)} {port_names}; re-export the node"
-        )
-    suffix = "_in" if what == "inputs" else "_out"
-    available = set(names)
-    matched = []
-    for port in port_names:
-        found = next((n for n in (port, port + suffix) if n in available), None)
-        if found is None:
-            return names
-        matched.append(found)
-    return matched

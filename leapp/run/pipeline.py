@@ -28,11 +28,10 @@ import torch
 
 from leapp.errors import PipelineError
 from leapp.run.model import Model, check_value, load_model, port_check
+from leapp.run.step_code import NodeCall, compile_step
 from leapp.spec import ModelSpec, Spec, TensorSpec
 
 __all__ = ["Pipeline"]
-
-_Check = tuple[str, torch.dtype, tuple[int, ...]]  # (port, dtype, shape)
 
 
 class Pipeline:
@@ -51,38 +50,69 @@ class Pipeline:
             )
         self._spec = spec
         sources, external = _wire(spec)
-        self._checks: tuple[_Check, ...] = tuple(
-            port_check(f"{spec.name} input", port, key) for key, port in external
-        )
-        self._input_keys = frozenset(key for key, _ in external)
-        # Values of feedback inputs (source index 2), keyed by the consuming port: the initial
-        # values at load and after reset(), then what the producers published last tick.
+        # Every value of a step has a slot: the external inputs, then each node's outputs in
+        # execution order, then the feedback inputs (what the next step feeds them, kept in
+        # self._feedback between steps). The step itself is straight-line code over them.
+        # Inputs and outputs are numbered apart: a state port is "node/port" on both sides.
+        external_slot = {key: n for n, (key, _) in enumerate(external)}
+        checks = [
+            (external_slot[key], *port_check(f"{spec.name} input", port, key))
+            for key, port in external
+        ]
+        self._input_keys = frozenset(external_slot)
+        self._input_order = tuple(external_slot)
+        order = _execution_order(spec, sources)
+        output_slot: dict[str, int] = {}
+        for model in order:
+            for port in model.outputs:
+                output_slot[f"{model.name}/{port.name}"] = len(external) + len(output_slot)
+        # Values of feedback inputs, keyed by the consuming port: the initial values at load
+        # and after reset(), then what the producers published last tick.
         self._initial = _initial_values(spec)
-        self._feedback: dict[str, torch.Tensor] = {}
+        feedback_base = len(external) + len(output_slot)
+        self._feedback_index = {key: n for n, key in enumerate(self._initial)}
+        self._feedback: list[torch.Tensor] = [None] * len(self._initial)  # type: ignore[list-item]
         self._feedback_checks = {
             key: port_check(f"{spec.name} feedback input", port, key)
             for model in spec.models
             for port in model.inputs
             if (key := f"{model.name}/{port.name}") in self._initial
         }
-        self._feedback_edges = tuple(
-            (producer, consumer)
-            for producer, consumers in spec.pipeline.feedback_flow.items()
-            for consumer in consumers
-        )
         self.reset()
+
+        def read_slot(key: str) -> int:
+            where, source = sources.get(key, (0, key))
+            if where == 1:
+                return output_slot[source]
+            if where == 2:
+                return feedback_base + self._feedback_index[source]
+            return external_slot[source]
+
         self._models: dict[str, Model] = {}
-        plan = []
-        for model in _execution_order(spec, sources):
+        calls = []
+        for model in order:
             loaded = load_model(spec, model.name)
             self._models[model.name] = loaded
-            inputs = tuple(
-                sources.get(f"{model.name}/{p.name}", (0, f"{model.name}/{p.name}"))
-                for p in model.inputs
-            )
-            keys = tuple(f"{model.name}/{p.name}" for p in model.outputs)
-            plan.append((loaded._call, inputs, keys))
-        self._plan = tuple(plan)
+            reads = tuple(read_slot(f"{model.name}/{port.name}") for port in model.inputs)
+            first = output_slot[f"{model.name}/{model.outputs[0].name}"] if model.outputs else 0
+            calls.append(NodeCall(model.name, loaded._call, reads, first, len(model.outputs)))
+        self._compiled_step, self.step_source = compile_step(
+            inputs=checks,
+            nodes=calls,
+            output_keys=[(slot, key) for key, slot in output_slot.items()],
+            feedback_base=feedback_base,
+            feedback_moves=[
+                (output_slot[producer], feedback_base + self._feedback_index[consumer])
+                for producer, consumers in spec.pipeline.feedback_flow.items()
+                for consumer in consumers
+            ],
+            feedback=self._feedback,
+            input_keys=self._input_keys,
+            key_error=self._key_error,
+            check_value=check_value,
+        )
+        # The compiled function is the step: an instance attribute, one call frame less.
+        self.step = self._compiled_step  # type: ignore[method-assign]
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Pipeline:
@@ -93,15 +123,15 @@ class Pipeline:
 
     def reset(self) -> None:
         """Put every state and feedback input back to its initial value."""
-        self._feedback.clear()
-        self._feedback.update({key: value.clone() for key, value in self._initial.items()})
+        for key, n in self._feedback_index.items():
+            self._feedback[n] = self._initial[key].clone()
 
     @property
     def feedback(self) -> dict[str, torch.Tensor]:
         """What the next :meth:`step` feeds each state and feedback input, keyed
         ``"node/port"``: the initial values after load and :meth:`reset`, then what their
         producers published on the last step."""
-        return dict(self._feedback)
+        return {key: self._feedback[n] for key, n in self._feedback_index.items()}
 
     def set_feedback(self, values: Mapping[str, torch.Tensor]) -> None:
         """Replace what the next :meth:`step` feeds some state or feedback inputs.
@@ -119,7 +149,8 @@ class Pipeline:
         for key, value in values.items():
             _, dtype, shape = self._feedback_checks[key]
             check_value(key, value, dtype, shape)
-        self._feedback.update(values)
+        for key, value in values.items():
+            self._feedback[self._feedback_index[key]] = value
 
     @property
     def spec(self) -> Spec:
@@ -134,7 +165,7 @@ class Pipeline:
     @property
     def input_keys(self) -> tuple[str, ...]:
         """The ``"node/port"`` keys :meth:`step` needs: inputs no data_flow edge feeds."""
-        return tuple(key for key, _, _ in self._checks)
+        return self._input_order
 
     def step(self, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Run every node once; returns ``{"node/port": tensor}`` for every node output.
@@ -146,25 +177,7 @@ class Pipeline:
             PipelineError: a missing or unexpected key, a non-tensor, or a wrong shape or dtype;
                 the message names the port.
         """
-        if inputs.keys() != self._input_keys:
-            raise self._key_error(inputs)
-        for key, dtype, shape in self._checks:
-            value = inputs[key]
-            try:
-                if value.dtype is dtype and value.shape == shape:
-                    continue
-            except AttributeError:
-                pass
-            check_value(key, value, dtype, shape)
-        outputs: dict[str, torch.Tensor] = {}
-        values = (inputs, outputs, self._feedback)
-        with torch.no_grad():
-            for call, sources, keys in self._plan:
-                results = call([values[where][key] for where, key in sources])
-                outputs.update(zip(keys, results, strict=True))
-        for producer, consumer in self._feedback_edges:
-            self._feedback[consumer] = outputs[producer]
-        return outputs
+        return self._compiled_step(inputs)  # (instances call it directly: see __init__)
 
     def _key_error(self, inputs: Mapping[str, Any]) -> PipelineError:
         given = set(inputs.keys())
