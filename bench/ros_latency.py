@@ -1,55 +1,88 @@
-"""Benchmark the seed pipeline as a live ROS 2 graph, against leapp.Pipeline.step in-process.
+"""Benchmark the seed pipeline as a live ROS 2 graph, against references measured in the same run.
 
-    python bench/ros_latency.py [--samples N] [--seconds S]
+    python bench/ros_latency.py [--samples N] [--rounds R] [--seconds S] [--no-extras]
 
-For each deployment shape it prints the figures below. "composed" is every pipeline node in one
-process on one executor, with this benchmark's client node composed into that same process
-(the way an in-process consumer such as a controller node sees the pipeline); "one process per
-node" runs each pipeline node in its own process (``leapp-ros run``) and the client in this one.
+Deployment shapes ("modes"), each driven by this benchmark's client node, which publishes
+``state`` and ``velocity`` and times the ``action`` that comes back:
 
-- end-to-end latency from publishing ``state`` and ``velocity`` to receiving ``action``
-  (median and p99 over ``--samples`` ping-pongs),
-- the highest input rate (pairs per second) sustained with less than 1 % of actions lost,
+- composed: every pipeline node in one process on one executor, with the client composed into
+  that same process (the way an in-process consumer such as a controller node sees it);
+- one process per node: each pipeline node in its own process (``leapp-ros run``), the client
+  in this one;
+- fused: the whole pipeline in one node (``leapp_ros.fused.FusedPipelineNode``), composed with
+  the client, and in a process of its own (skipped, with the reason, where that module is
+  missing).
 
-and the same step's median in-process (``leapp.Pipeline.step``) with the ratio. Targets on this
-project's 2-core reference machine: composed median <= 100 us, one process per node <= 300 us,
->= 1 kHz sustained. ROS discovery stays on this machine (``ROS_AUTOMATIC_DISCOVERY_RANGE=
-LOCALHOST``) in a domain of its own (``ROS_DOMAIN_ID``, default derived from the process id).
+References, measured in this run on this machine (no figure of another machine is printed):
 
-Each mode is measured with the system's defaults, and with the nodes holding a CPU latency
-request of ``--cpu-latency-us`` (default 0; the nodes' ``cpu_latency_us`` parameter); one
-process per node also with each process pinned to a CPU of its own, round robin (``--pin-cpus``
-of ``leapp-ros run``, the nodes' ``cpu_affinity``), without and with the request. See
-``leapp_ros/cpu_settings.py``. Every message between processes has to wake an idle CPU; on a
-virtual machine whose idle CPUs halt at once (this one: ``cpuidle haltpoll`` with
-``guest_halt_poll_ns=0``) each wake-up is a trip through the hypervisor, which the request
-avoids. The request needs write access to ``/dev/cpu_dma_latency`` (root); without it those
-rows are skipped, with the reason.
+- plain rclpy echo graphs of the same shape (bench/rclpy_reference.py: the same topics,
+  message sizes, QoS and executor, no model): the chain (one echo node per pipeline node) and
+  the hop pair (client -> one echo node -> client), each composed and across processes;
+- the bare model calls (bench/bare_calls.py: hand-written, and the cheapest entries) and
+  ``leapp.Pipeline.step``.
+
+Floors: composed = plain composed chain + bare calls; one process per node = plain chain across
+processes + bare calls; fused = hop pair (composed, resp. own process) + 1.5 x Pipeline.step.
+Bare calls are the cheapest entries for the verdicts (the hand-written form's floor is printed
+beside). Limits: composed <= 1.3x its floor, one process per node <= 1.2x, fused <= 1.0x, and
+>= 1 kHz sustained with < 1 % of actions lost in every mode.
+
+Latencies (median and p99 over ``--samples`` ping-pongs) of all subjects with the system's
+defaults are taken in ``--rounds`` alternating rounds, the in-process calls between them, so
+that the noise of a shared machine hits all alike; the sustained rate is tried one subject at a
+time (``--seconds`` per rate step). Optional extra rows, after those and one at a time: the
+nodes holding a CPU latency request of ``--cpu-latency-us`` (the nodes' ``cpu_latency_us``;
+needs write access to ``/dev/cpu_dma_latency``, else skipped with the reason), and one process
+per node with each process pinned to a CPU of its own (``--pin-cpus`` of ``leapp-ros run``).
+See ``leapp_ros/cpu_settings.py``. ROS discovery stays on this machine
+(``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``) in a domain of its own (``ROS_DOMAIN_ID``,
+default derived from the process id).
 """
 
 from __future__ import annotations
 
 import argparse
 import array
+import contextlib
 import io
 import os
-import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "bench"))
-from export import measure_step  # noqa: E402  (bench/export.py: Pipeline.step in-process)
+from bare_calls import (  # noqa: E402
+    CHEAPEST,
+    HAND_WRITTEN,
+    load_bare_calls,
+    percentiles,
+    time_interleaved,
+)
+from export import STEP, load_step  # noqa: E402
+from rclpy_reference import EchoNode, chain_of, echo_processes, hop_of, make_echo_node  # noqa: E402
 
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("ROS_DOMAIN_ID", str(150 + os.getpid() % 80))
 
-TARGETS_US = {"composed": 100.0, "one process per node": 300.0}
 TARGET_RATE_HZ = 1000.0
 RATES_HZ = (250, 500, 1000, 2000, 4000)
+CHAIN, CHAIN_PROCESSES = "plain rclpy chain, composed", "plain rclpy chain, one process per node"
+HOP, HOP_PROCESS = "plain rclpy hop pair, composed", "plain rclpy hop pair, own process"
+COMPOSED, PROCESSES = "composed", "one process per node"
+FUSED, FUSED_PROCESS = "fused, composed", "fused, own process"
+REFERENCES = (CHAIN, CHAIN_PROCESSES, HOP, HOP_PROCESS)
+# mode: (plain rclpy reference, in-process cost added: "bare" calls or STEP, its factor, limit)
+FLOORS = {
+    COMPOSED: (CHAIN, "bare", 1.0, 1.3),
+    PROCESSES: (CHAIN_PROCESSES, "bare", 1.0, 1.2),
+    FUSED: (HOP, STEP, 1.5, 1.0),
+    FUSED_PROCESS: (HOP_PROCESS, STEP, 1.5, 1.0),
+}
+DEFAULTS = "system defaults"
 
 
 def export_seed(folder: Path) -> Path:
@@ -66,10 +99,11 @@ def export_seed(folder: Path) -> Path:
 
 
 class Client:
-    """The test side: publishes the two inputs, counts and times ``action`` messages. With a
-    ``spec``, the pipeline's nodes are composed into this process (with ``cpu_latency_us``)."""
+    """The test side: publishes the external inputs of ``ends`` (an echo node from the
+    pipeline's inputs to its output), counts and times the output. ``build(context)`` makes
+    nodes to compose into this process, on the client's executor."""
 
-    def __init__(self, namespace: str, spec=None, cpu_latency_us: int = -1):
+    def __init__(self, namespace: str, ends: EchoNode, build: Callable | None = None):
         import rclpy
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from std_msgs.msg import Float32MultiArray
@@ -78,35 +112,32 @@ class Client:
 
         self.context = rclpy.Context()
         rclpy.init(context=self.context, domain_id=int(os.environ["ROS_DOMAIN_ID"]))
-        self.node = rclpy.create_node("bench_client", context=self.context)
+        self.node = rclpy.create_node("bench_client", namespace=namespace, context=self.context)
         reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-        topic = f"{namespace}/preprocess"
-        self.state_pub = self.node.create_publisher(Float32MultiArray, f"{topic}/state", reliable)
-        self.velocity_pub = self.node.create_publisher(
-            Float32MultiArray, f"{topic}/velocity", reliable
-        )
+        self.inputs = [
+            (
+                self.node.create_publisher(Float32MultiArray, topic, reliable),
+                Float32MultiArray(data=array.array("f", [0.1 * (index + 1)] * size)),
+            )
+            for index, (topic, size) in enumerate(ends.inputs)
+        ]
         self.received = 0
         self.last_ns = 0
-        self.node.create_subscription(
-            Float32MultiArray, f"{namespace}/policy/action", self._on_action, reliable
-        )
+        self.times: list[float] = []
+        self.lost = 0
+        self.node.create_subscription(Float32MultiArray, ends.output[0], self._on_output, reliable)
         self.executor = make_executor(self.context)
-        self.executor.add_node(self.node)
-        self.pipeline_nodes = (
-            compose_pipeline(spec, namespace, self.context, cpu_latency_us) if spec else []
-        )
-        for node in self.pipeline_nodes:
+        self.composed = build(self.context) if build else []
+        for node in [self.node, *self.composed]:
             self.executor.add_node(node)
-        self.state = Float32MultiArray(data=array.array("f", [0.1] * 6))
-        self.velocity = Float32MultiArray(data=array.array("f", [0.2] * 3))
 
-    def _on_action(self, _message) -> None:
+    def _on_output(self, _message) -> None:
         self.received += 1
         self.last_ns = time.perf_counter_ns()
 
-    def publish_pair(self) -> None:
-        self.state_pub.publish(self.state)
-        self.velocity_pub.publish(self.velocity)
+    def publish(self) -> None:
+        for publisher, message in self.inputs:
+            publisher.publish(message)
 
     def spin_until(self, count: int, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -116,29 +147,27 @@ class Client:
             self.executor.spin_once(timeout_sec=0.01)
         return True
 
-    def prime(self, timeout_s: float = 20.0) -> None:
+    def prime(self, timeout_s: float = 30.0) -> None:
         """Publish until the graph answers (best-effort subscriptions may drop the first)."""
         deadline = time.monotonic() + timeout_s
         while self.received == 0:
             if time.monotonic() > deadline:
-                raise SystemExit("the graph never answered on policy/action")
-            self.publish_pair()
+                raise SystemExit(f"{self.node.get_namespace()}: the graph never answered")
+            self.publish()
             self.spin_until(1, 0.2)
         self.spin_until(self.received + 10**6, 0.3)  # drain late answers
 
-    def latency_us(self, samples: int) -> tuple[float, float, int]:
-        times, lost = [], 0
-        for _ in range(samples):
+    def sample(self, count: int) -> None:
+        """``count`` ping-pongs, appended to ``times`` (us) or counted in ``lost``."""
+        for _ in range(count):
             expected = self.received + 1
             began = time.perf_counter_ns()
-            self.publish_pair()
+            self.publish()
             if self.spin_until(expected, 1.0):
-                times.append((self.last_ns - began) / 1000.0)
+                self.times.append((self.last_ns - began) / 1000.0)
             else:
-                lost += 1
+                self.lost += 1
                 self.received = expected
-        times.sort()
-        return statistics.median(times), times[int(len(times) * 0.99)], lost
 
     def loss_at(self, rate_hz: float, seconds: float) -> float:
         start = self.received
@@ -146,137 +175,311 @@ class Client:
         sent = 0
         began = time.perf_counter()
         while time.perf_counter() - began < seconds:
-            self.publish_pair()
+            self.publish()
             sent += 1
             next_at = began + sent * period
-            while time.perf_counter() < next_at:
-                self.executor.spin_once(timeout_sec=0)
+            while (left := next_at - time.perf_counter()) > 0:
+                self.executor.spin_once(timeout_sec=left)  # waits, leaving the CPU to nodes
         self.spin_until(start + sent, 0.5)
         return 1.0 - (self.received - start) / sent
 
+    def sustained_hz(self, seconds: float) -> int:
+        self.spin_until(self.received + 10**6, 0.3)
+        sustained = 0
+        for rate in RATES_HZ:
+            if self.loss_at(rate, seconds) >= 0.01:
+                break
+            sustained = rate
+        return sustained
+
     def close(self) -> None:
         self.executor.shutdown()
-        for node in [*self.pipeline_nodes, self.node]:
+        for node in [*self.composed, self.node]:
             node.destroy_node()
         self.context.try_shutdown()
 
 
-def compose_pipeline(spec, namespace: str, context, cpu_latency_us: int) -> list:
-    """Every pipeline node as a PipelineNode in ``context`` (what leapp_container builds)."""
+def parameters(spec_path: Path, cpu_latency_us: int) -> list:
     from rclpy.parameter import Parameter
 
-    from leapp_ros.node import PipelineNode
-
-    overrides = [
-        Parameter("spec_path", Parameter.Type.STRING, str(spec.path)),
+    return [
+        Parameter("spec_path", Parameter.Type.STRING, str(spec_path)),
         Parameter("cpu_latency_us", Parameter.Type.INTEGER, cpu_latency_us),
     ]
-    return [
-        PipelineNode(
-            model.name,
-            namespace=namespace,
-            context=context,
-            spec=spec,
-            parameter_overrides=overrides,
-        )
-        for model in spec.models
-    ]
 
 
-def exercise(client: Client, samples: int, seconds: float) -> dict:
+@contextlib.contextmanager
+def composed_client(spec, namespace: str, build: Callable) -> Iterator[Client]:
+    """A primed client with ``build(context, plan)``'s nodes composed into its executor."""
+    from leapp_ros.plan import make_plan
+
+    plan = make_plan(spec, namespace=namespace)
+    client = Client(namespace, hop_of(plan), lambda context: build(context, plan))
     try:
         client.prime()
-        median, p99, lost = client.latency_us(samples)
-        sustained = 0
-        for rate in RATES_HZ:
-            if client.loss_at(rate, seconds) >= 0.01:
-                break
-            sustained = rate
+        yield client
     finally:
         client.close()
-    return {"median": median, "p99": p99, "lost": lost, "sustained": sustained}
 
 
-def measure_composed(
-    path: Path, samples: int, seconds: float, cpu_latency_us: int, pin_cpus: bool
-) -> dict:
-    import leapp.spec
+@contextlib.contextmanager
+def separate_client(spec, namespace: str, start: Callable) -> Iterator[Client]:
+    """A primed client of the processes that ``start(plan)`` (a context manager) runs."""
     from leapp_ros.plan import make_plan
 
-    spec = leapp.spec.load(path)
-    client = Client(make_plan(spec).namespace, spec, cpu_latency_us)
-    return exercise(client, samples, seconds)
+    plan = make_plan(spec, namespace=namespace)
+    with start(plan):
+        client = Client(namespace, hop_of(plan))
+        try:
+            client.prime()
+            yield client
+        finally:
+            client.close()
 
 
-def measure_processes(
-    path: Path, samples: int, seconds: float, cpu_latency_us: int, pin_cpus: bool
-) -> dict:
-    import leapp.spec
-    from leapp_ros.plan import make_plan
-    from leapp_ros.processes import plan_processes
+@contextlib.contextmanager
+def running_graph(processes) -> Iterator[None]:
     from leapp_ros.runner import RunningGraph
 
-    plan = make_plan(leapp.spec.load(path))
-    processes = plan_processes(
-        plan, log_level="info", cpu_latency_us=cpu_latency_us, pin_cpus=pin_cpus
-    )
     quiet = io.StringIO()
-    graph = RunningGraph(processes, name=plan.namespace, stdout=quiet, stderr=quiet)
+    graph = RunningGraph(processes, name="bench", stdout=quiet, stderr=quiet)
     with graph.start():
-        if not graph.wait_ready(timeout_s=60):
+        if not graph.wait_ready(timeout_s=90):
             raise SystemExit(f"graph not ready: {graph.failure}\n{quiet.getvalue()[-2000:]}")
-        return exercise(Client(plan.namespace), samples, seconds)
+        yield
+
+
+def make_subjects(spec, cpu_latency_us: int = -1, pin: bool = False) -> dict[str, Callable]:
+    """Every graph of this bench by label: ``enter(namespace)`` is a context manager that
+    yields a primed :class:`Client`. ``cpu_latency_us`` < 0: no CPU latency request."""
+    from leapp_ros.node import PipelineNode
+    from leapp_ros.processes import plan_processes
+
+    latency = None if cpu_latency_us < 0 else cpu_latency_us
+
+    def echoes(chain: bool) -> Callable:
+        return (lambda plan: chain_of(plan)) if chain else (lambda plan: (hop_of(plan),))
+
+    def composed_echoes(chain: bool) -> Callable:
+        nodes = echoes(chain)
+        return lambda ns: composed_client(
+            spec, ns, lambda context, plan: [make_echo_node(e, ns, context) for e in nodes(plan)]
+        )
+
+    def separate_echoes(chain: bool) -> Callable:
+        nodes = echoes(chain)
+        return lambda ns: separate_client(spec, ns, lambda plan: echo_processes(nodes(plan), ns))
+
+    def pipeline_nodes(context, plan) -> list:
+        overrides = parameters(spec.path, cpu_latency_us)
+        return [
+            PipelineNode(
+                node.name,
+                namespace=plan.namespace,
+                context=context,
+                spec=spec,
+                parameter_overrides=overrides,
+            )
+            for node in plan.nodes
+        ]
+
+    def fused_node(context, plan) -> list:
+        from leapp_ros.fused import FusedPipelineNode
+
+        overrides = parameters(spec.path, cpu_latency_us)
+        return [
+            FusedPipelineNode(
+                node_name="leapp_fused",
+                namespace=plan.namespace,
+                context=context,
+                spec=spec,
+                parameter_overrides=overrides,
+            )
+        ]
+
+    def graph(**options) -> Callable:
+        def start(plan):
+            processes = plan_processes(
+                plan, log_level="info", cpu_latency_us=latency, pin_cpus=pin, **options
+            )
+            return running_graph(processes)
+
+        return lambda ns: separate_client(spec, ns, start)
+
+    return {
+        CHAIN: composed_echoes(chain=True),
+        CHAIN_PROCESSES: separate_echoes(chain=True),
+        HOP: composed_echoes(chain=False),
+        HOP_PROCESS: separate_echoes(chain=False),
+        COMPOSED: lambda ns: composed_client(spec, ns, pipeline_nodes),
+        PROCESSES: graph(),
+        FUSED: lambda ns: composed_client(spec, ns, fused_node),
+        FUSED_PROCESS: graph(fused=True),
+    }
+
+
+def namespace_of(label: str, setting: str = DEFAULTS) -> str:
+    """A namespace of its own for each graph, so that graphs alive together never mix."""
+    words = f"{label} {setting}".replace(",", " ").replace("=", " ").split()
+    return "/bench_" + "_".join(word for word in words if word.isidentifier() or word.isdigit())
+
+
+def fused_missing() -> str | None:
+    """Why fused mode cannot be measured here, or None."""
+    try:
+        import leapp_ros.fused  # noqa: F401
+    except ImportError as e:
+        return f"leapp_ros.fused is not importable here ({e})"
+    return None
+
+
+def measure_defaults(path: Path, spec, args, skip: set[str]) -> tuple[dict, dict]:
+    """Every subject with the system's defaults, alive together; latencies in alternating
+    rounds with the in-process calls; then each one's sustained rate, one at a time."""
+    subjects = {k: v for k, v in make_subjects(spec).items() if k not in skip}
+    calls = {STEP: load_step(str(path)), **load_bare_calls(path)}
+    with contextlib.ExitStack() as stack:
+        clients = {
+            label: stack.enter_context(enter(namespace_of(label)))
+            for label, enter in subjects.items()
+        }
+        per_round = max(1, args.samples // args.rounds)
+
+        def ros_round() -> None:
+            for client in clients.values():
+                client.sample(per_round)
+
+        inprocess = time_interleaved(calls, 5 * args.samples, args.rounds, each_round=ros_round)
+        results = {
+            label: {
+                "timing": percentiles(client.times),
+                "lost": client.lost,
+                "sustained": client.sustained_hz(args.seconds),
+            }
+            for label, client in clients.items()
+        }
+    return inprocess, results
+
+
+def measure_extra(spec, label: str, setting: str, cpu_latency_us: int, pin: bool, args) -> dict:
+    """One subject alone, with CPU settings other than the defaults."""
+    enter = make_subjects(spec, cpu_latency_us, pin)[label]
+    with enter(namespace_of(label, setting)) as client:
+        client.sample(args.samples)
+        sustained = client.sustained_hz(args.seconds)
+    return {"timing": percentiles(client.times), "lost": client.lost, "sustained": sustained}
+
+
+def floors(inprocess: dict, results: dict) -> dict[str, tuple[float, float | None, str]]:
+    """mode: (floor with the cheapest bare calls, with the hand-written ones, in words)."""
+    found = {}
+    for mode, (reference, added, factor, _) in FLOORS.items():
+        if reference not in results:
+            continue
+        plain = results[reference]["timing"].median
+        if added == STEP:
+            step = inprocess[STEP].median
+            found[mode] = (
+                plain + factor * step,
+                None,
+                f"{reference} {plain:.1f} us + {factor} x Pipeline.step {step:.1f} us",
+            )
+        else:
+            cheap, hand = inprocess[CHEAPEST].median, inprocess[HAND_WRITTEN].median
+            found[mode] = (
+                plain + cheap,
+                plain + hand,
+                f"{reference} {plain:.1f} us + bare calls {cheap:.1f} us (cheapest)",
+            )
+    return found
+
+
+def report(inprocess: dict, results: dict, extras: dict, skipped: dict[str, str]) -> None:
+    domain = os.environ["ROS_DOMAIN_ID"]
+    print(f"seed pipeline over ROS 2 (ROS_DOMAIN_ID={domain}, localhost); references: this run")
+    print("  in-process calls (median / p99):")
+    for label, timing in inprocess.items():
+        print(f"    {label:<62} {timing.median:7.1f} / {timing.p99:7.1f} us")
+    print(f"  plain rclpy references ({DEFAULTS}):   median       p99   sustained (< 1 % loss)")
+    for label in REFERENCES:
+        if label in results:
+            result = results[label]
+            print(f"    {label:<40} {timings(result)}   {result['sustained']} Hz{lost(result)}")
+    found = floors(inprocess, results)
+    print("  floors:")
+    for mode, (floor, hand, words) in found.items():
+        beside = f" (with the hand-written bare calls: {hand:.1f} us)" if hand is not None else ""
+        print(f"    {mode:<20} {floor:7.1f} us = {words}{beside}")
+    print(
+        f"  {'mode':<20} {'CPU settings':<26} {'median':>10} {'p99':>10} {'x floor':>8} "
+        f"{'limit':>7}          sustained (< 1 % loss)"
+    )
+    modes = [(m, DEFAULTS) for m in FLOORS if m in results] + list(extras)
+    for mode, setting in modes:
+        result = results[mode] if setting == DEFAULTS else extras[mode, setting]
+        floor, _, _ = found[mode]
+        limit = FLOORS[mode][3]
+        ratio = result["timing"].median / floor
+        verdict = ("met" if ratio <= limit else "MISSED") if setting == DEFAULTS else "(extra)"
+        rate = "met" if result["sustained"] >= TARGET_RATE_HZ else "MISSED"
+        print(
+            f"  {mode:<20} {setting:<26} {timings(result)} {ratio:7.2f}x <= {limit:<4} "
+            f"{verdict:<7}  {result['sustained']:>4} Hz {rate}{lost(result)}"
+        )
+    for what, why in skipped.items():
+        print(f"  {what}: not measured, {why}")
+    print(f"  (rates tried: {', '.join(map(str, RATES_HZ))} Hz; limit >= {TARGET_RATE_HZ:.0f} Hz)")
+
+
+def timings(result: dict) -> str:
+    return f"{result['timing'].median:7.1f} us {result['timing'].p99:7.1f} us"
+
+
+def lost(result: dict) -> str:
+    return f"  ({result['lost']} timed out)" if result["lost"] else ""
 
 
 def main() -> None:
     from leapp_ros.cpu_settings import DEVICE, current_limit
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=2000, help="latency ping-pongs per mode")
+    parser.add_argument("--samples", type=int, default=2000, help="latency ping-pongs per graph")
+    parser.add_argument("--rounds", type=int, default=10, help="alternating rounds of them")
     parser.add_argument("--seconds", type=float, default=2.0, help="duration of each rate step")
     parser.add_argument(
-        "--cpu-latency-us", type=int, default=0, help="the nodes' CPU latency request (0)"
+        "--cpu-latency-us", type=int, default=0, help="the extra rows' CPU latency request (0)"
     )
+    parser.add_argument("--no-extras", action="store_true", help="system defaults only")
     args = parser.parse_args()
+
+    import leapp.spec
+
     requested = f"cpu_latency_us={args.cpu_latency_us}"
-    settings = {  # label: (cpu_latency_us, pin_cpus)
-        "system defaults": (-1, False),
-        "pinned": (-1, True),
-        requested: (args.cpu_latency_us, False),
-        f"{requested}, pinned": (args.cpu_latency_us, True),
+    extras = {  # (mode, setting): (cpu_latency_us, pin_cpus)
+        (PROCESSES, "pinned"): (-1, True),
+        (COMPOSED, requested): (args.cpu_latency_us, False),
+        (PROCESSES, requested): (args.cpu_latency_us, False),
+        (PROCESSES, f"{requested}, pinned"): (args.cpu_latency_us, True),
     }
-    if not os.access(DEVICE, os.W_OK) or current_limit() is None:
-        print(f"{requested}: not measured, {DEVICE} is not writable here (it needs root)")
-        del settings[requested], settings[f"{requested}, pinned"]
-    measure = {"composed": measure_composed, "one process per node": measure_processes}
-    results = {}
+    skipped = {}
+    if args.no_extras:
+        extras = {}
+    elif not os.access(DEVICE, os.W_OK) or current_limit() is None:
+        skipped[requested] = f"{DEVICE} is not writable here (it needs root)"
+        extras = {key: value for key, value in extras.items() if value[0] < 0}
+    missing = fused_missing()
+    if missing:
+        skipped["fused"] = missing
     with tempfile.TemporaryDirectory() as folder:
         path = export_seed(Path(folder))
-        baseline, _ = measure_step(str(path), 20000)
-        for mode, function in measure.items():
-            for setting, (microseconds, pin) in settings.items():
-                if pin and mode == "composed":
-                    continue  # one process: nothing to spread over the CPUs
-                results[mode, setting] = function(
-                    path, args.samples, args.seconds, microseconds, pin
-                )
-    print(f"seed pipeline over ROS 2 (ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']}, localhost)")
-    print(f"  leapp.Pipeline.step in-process: {baseline:6.1f} us median (the baseline)")
-    print(
-        f"  {'mode':<21} {'CPU settings':<26} {'median':>9} {'p99':>9} {'vs step':>8} "
-        f"{'target':>8}  sustained (< 1 % loss)"
-    )
-    for (mode, setting), r in results.items():
-        verdict = "met" if r["median"] <= TARGETS_US[mode] else "MISSED"
-        lost = f"  ({r['lost']} lost)" if r["lost"] else ""
-        print(
-            f"  {mode:<21} {setting:<26} {r['median']:6.1f} us {r['p99']:6.1f} us "
-            f"{r['median'] / baseline:7.1f}x  <= {TARGETS_US[mode]:.0f} us {verdict:<6}"
-            f"  {r['sustained']} Hz{lost}"
-        )
-    print(
-        f"  (rates tried: {', '.join(map(str, RATES_HZ))} Hz; target >= {TARGET_RATE_HZ:.0f} Hz)"
-    )
+        spec = leapp.spec.load(path)
+        skip = {FUSED, FUSED_PROCESS} if missing else set()
+        inprocess, results = measure_defaults(path, spec, args, skip)
+        measured = {
+            (mode, setting): measure_extra(spec, mode, setting, latency, pin, args)
+            for (mode, setting), (latency, pin) in extras.items()
+        }
+    report(inprocess, results, measured, skipped)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,177 @@
+"""Plain rclpy echo nodes of a pipeline's shape: the reference bench/ros_latency.py measures.
+
+An echo node subscribes to one ``Float32MultiArray`` topic per input and, once each of them
+has a new message, publishes one ``Float32MultiArray`` of its output's size (zeros, from one
+preallocated message): the plumbing of a pipeline node without the model. The topics, message
+sizes and QoS are those of the leapp graph (:func:`leapp_ros.plan.make_plan`: publishers
+reliable, subscriptions best effort, depth 1), the executor the one leapp's nodes use
+(:func:`leapp_ros.executor.make_executor`), so the difference between the two graphs is
+leapp's own cost and the model calls.
+
+- :func:`chain_of`: one echo node per pipeline node, wired like the pipeline;
+- :func:`hop_of`: one echo node from the pipeline's external inputs to its last output
+  (client -> one node -> client).
+
+Composed: :func:`make_echo_node` on the client's context. One process per node
+(:func:`echo_processes` starts them)::
+
+    python bench/rclpy_reference.py NAME --namespace NS --input TOPIC:SIZE ... --output TOPIC:SIZE
+
+which prints ``echo node NAME ready`` once its topics exist and runs until SIGINT/SIGTERM, on
+the same process skeleton as leapp's nodes (:func:`leapp_ros.executor.run_nodes`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+READY = "echo node {name} ready"
+
+
+@dataclass(frozen=True)
+class EchoNode:
+    """An echo node: ``inputs`` and ``output`` are ``(relative topic, float count)``."""
+
+    name: str
+    inputs: tuple[tuple[str, int], ...]
+    output: tuple[str, int]
+
+    def argv(self, namespace: str) -> list[str]:
+        ports = [f"--input={topic}:{size}" for topic, size in self.inputs]
+        topic, size = self.output
+        return [
+            sys.executable,
+            __file__,
+            self.name,
+            f"--namespace={namespace}",
+            *ports,
+            f"--output={topic}:{size}",
+        ]
+
+
+def _size(port: Any) -> int:
+    if port.message_type != "std_msgs/msg/Float32MultiArray":
+        raise ValueError(f"the echo reference only knows Float32MultiArray, not {port}")
+    count = 1
+    for extent in port.shape:
+        count *= extent
+    return count
+
+
+def chain_of(plan: Any) -> tuple[EchoNode, ...]:
+    """One echo node per node of ``plan`` (a :class:`leapp_ros.plan.PipelinePlan`), named and
+    wired like it; each publishes its first output."""
+    return tuple(
+        EchoNode(
+            node.name,
+            tuple((port.topic, _size(port)) for port in node.inputs if port.triggers),
+            (node.outputs[0].topic, _size(node.outputs[0])),
+        )
+        for node in plan.nodes
+    )
+
+
+def hop_of(plan: Any) -> EchoNode:
+    """One echo node from the external inputs of ``plan``'s first node to the first output of
+    its last node."""
+    first, last = plan.nodes[0], plan.nodes[-1]
+    inputs = tuple((port.topic, _size(port)) for port in first.inputs if port.kind == "external")
+    return EchoNode("hop", inputs, (last.outputs[0].topic, _size(last.outputs[0])))
+
+
+def make_echo_node(echo: EchoNode, namespace: str, context: Any) -> Any:
+    """The rclpy node of ``echo`` in ``namespace`` on ``context``."""
+    from rclpy.node import Node
+    from std_msgs.msg import Float32MultiArray
+
+    from leapp_ros.plan import PUBLISHER_QOS, SUBSCRIPTION_QOS
+    from leapp_ros.settings import qos_profile
+
+    node = Node(echo.name, namespace=namespace, context=context)
+    topic, size = echo.output
+    publisher = node.create_publisher(Float32MultiArray, topic, qos_profile(PUBLISHER_QOS))
+    message = Float32MultiArray(data=array.array("f", bytes(4 * size)))
+    fresh = [False] * len(echo.inputs)
+    publish = publisher.publish
+
+    def receiver(index: int):
+        def on_message(_message: Any) -> None:
+            fresh[index] = True
+            if all(fresh):
+                fresh[:] = [False] * len(fresh)
+                publish(message)
+
+        return on_message
+
+    for index, (topic, _) in enumerate(echo.inputs):
+        node.create_subscription(
+            Float32MultiArray, topic, receiver(index), qos_profile(SUBSCRIPTION_QOS)
+        )
+    return node
+
+
+@contextlib.contextmanager
+def echo_processes(echoes: tuple[EchoNode, ...], namespace: str) -> Iterator[None]:
+    """Each echo node in a python process of its own, every one ready when this enters."""
+    import select
+
+    from leapp_ros.processes import start_process
+
+    started = [start_process(echo.argv(namespace), os.environ) for echo in echoes]
+    try:
+        deadline = time.monotonic() + 60
+        for echo, process in zip(echoes, started, strict=True):
+            ready, text = READY.format(name=echo.name).encode(), b""
+            while ready not in text:
+                left = deadline - time.monotonic()
+                if left <= 0 or process.poll() is not None:
+                    error = process.stderr.read().decode() if process.poll() is not None else ""
+                    raise SystemExit(f"echo node {echo.name} not ready: {error[-2000:]}")
+                if select.select([process.stdout], [], [], left)[0]:
+                    text += os.read(process.stdout.fileno(), 4096)
+        yield
+    finally:
+        for process in started:
+            process.send_signal(signal.SIGINT)
+        for process in started:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _port(text: str) -> tuple[str, int]:
+    topic, _, size = text.rpartition(":")
+    return topic, int(size)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("name")
+    parser.add_argument("--namespace", required=True)
+    parser.add_argument("--input", type=_port, action="append", required=True)
+    parser.add_argument("--output", type=_port, required=True)
+    args = parser.parse_args(argv)
+    echo = EchoNode(args.name, tuple(args.input), args.output)
+
+    from leapp_ros.executor import run_nodes
+
+    def build(context: Any, nodes: list[Any]) -> None:
+        nodes.append(make_echo_node(echo, args.namespace, context))
+        print(READY.format(name=echo.name), flush=True)
+
+    return run_nodes("rclpy_reference", [sys.argv[0]], build, whole_process=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
