@@ -6,6 +6,7 @@ pipeline.launch.py pipeline:=EXPORT`` starts the same processes)::
 
     leapp-ros run exports/torch_pipeline                 # one process per node
     leapp-ros run exports/torch_pipeline --composed      # every node in one process
+    leapp-ros run exports/torch_pipeline --fused         # the whole pipeline in one node
     leapp-ros run exports/torch_pipeline --restart --namespace robot1/policy \\
         --params-file my_params.yaml --log-level warn
     leapp-ros run exports/torch_pipeline --cpu-latency-us 0 --pin-cpus   # lowest latency
@@ -24,6 +25,7 @@ as ``run``: one ``_add_<name>`` function each::
     leapp-ros inspect exports/torch_pipeline [--namespace NS]     # nodes, topics, QoS
     leapp-ros generate exports/torch_pipeline --out ros2_ws/src   # a ROS 2 package
     leapp-ros verify exports/torch_pipeline [--composed]          # replay the examples
+    leapp-ros verify exports/nvidia_export --ticks 50 --seed 3    # no examples: random inputs
 """
 
 from __future__ import annotations
@@ -85,8 +87,15 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         ),
     )
     run.add_argument("export", type=Path, help="export folder, or its <name>.yaml spec")
-    run.add_argument(
+    modes = run.add_mutually_exclusive_group()
+    modes.add_argument(
         "--composed", action="store_true", help="run every node in one process (one executor)"
+    )
+    modes.add_argument(
+        "--fused",
+        action="store_true",
+        help="run the whole pipeline in one node, tick by tick (fewest hops; intermediate "
+        "topics still published unless -p publish_intermediate:=false in --params-file)",
     )
     run.add_argument("--namespace", help="ROS namespace of the nodes (default: pipeline name)")
     run.add_argument(
@@ -142,6 +151,7 @@ def _run(args: argparse.Namespace) -> int:
     graph = make_graph(
         args.export,
         composed=args.composed,
+        fused=args.fused,
         namespace=args.namespace,
         restart=args.restart,
         log_level=args.log_level,
@@ -248,13 +258,16 @@ def _generate(args: argparse.Namespace) -> int:
 def _add_verify(commands: argparse._SubParsersAction) -> None:
     verify = commands.add_parser(
         "verify",
-        help="replay the traced examples through the live ROS 2 graph and compare",
+        help="drive the live ROS 2 graph tick by tick and compare every published tensor",
         description=(
             "Check the spec and every artifact's checksum, start the graph isolated on this "
-            "machine, publish the recorded inputs sample by sample from the first tick, and "
-            "compare every published tensor with its recorded value. Prints one row per topic; "
-            "exits 1 on a mismatch or timeout, 2 when the export is invalid or cannot be "
-            "replayed (a node on a timer)."
+            "machine, publish external inputs tick by tick from the first one, and compare "
+            "every published tensor with the reference: the examples recorded while tracing, "
+            "or, for an export without them (NVIDIA's leapp writes none) or with --inputs, "
+            "leapp.Pipeline run in this process on the same inputs (seeded random ones of the "
+            "ports' shapes and dtypes, or the file's). Prints the reference and one row per "
+            "topic; exits 1 on a mismatch or timeout, 2 when the export is invalid or cannot "
+            "be replayed (a node on a timer) or the inputs file does not fit it."
         ),
     )
     verify.add_argument(
@@ -268,7 +281,32 @@ def _add_verify(commands: argparse._SubParsersAction) -> None:
     verify.add_argument(
         "--timeout", type=float, default=10.0, help="seconds to wait for each sample (10)"
     )
+    verify.add_argument(
+        "--inputs",
+        type=Path,
+        metavar="FILE.safetensors",
+        help=(
+            "external inputs to run instead of the recorded examples: one tensor per input "
+            "keyed '<node>/<port>', of its dtype, with a leading ticks axis before its shape"
+        ),
+    )
+    verify.add_argument(
+        "--ticks",
+        type=_positive_int,
+        default=20,
+        help="ticks of random inputs for an export without recorded examples (20)",
+    )
+    verify.add_argument(
+        "--seed", type=int, default=0, help="seed of the random inputs (0); the report names it"
+    )
     verify.set_defaults(handler=_verify)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number of ticks")
+    return value
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -281,6 +319,9 @@ def _verify(args: argparse.Namespace) -> int:
         composed=args.composed,
         timeout_s=args.timeout,
         startup_timeout_s=max(60.0, args.timeout),
+        inputs=args.inputs,
+        random_ticks=args.ticks,
+        seed=args.seed,
     )
     print(report.format())
     return 0 if report.ok else 1

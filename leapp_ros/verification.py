@@ -1,9 +1,11 @@
-"""Prove that the live ROS 2 graph reproduces the traced values: ``leapp-ros verify``.
+"""Prove that the live ROS 2 graph computes what the export computes: ``leapp-ros verify``.
 
 ::
 
     leapp-ros verify exports/torch_pipeline              # one process per node
     leapp-ros verify ros2_ws/src/torch_pipeline_ros --composed --rtol 1e-4 --timeout 20
+    leapp-ros verify exports/nvidia_policy --ticks 50 --seed 3   # an export without examples
+    leapp-ros verify exports/torch_pipeline --inputs recorded_on_robot.safetensors
 
 :func:`verify` takes an export folder (or its YAML), a package written by ``leapp-ros
 generate`` (its ``export/`` folder), or an install prefix holding one
@@ -12,22 +14,33 @@ generate`` (its ``export/`` folder), or an install prefix holding one
 1. loads the spec and verifies every artifact's sha256 *before starting anything*: a damaged
    model file is a :class:`~leapp.errors.SpecError` naming the file (exit code 2);
 2. checks the export can be replayed: every node fires on its inputs (a node with only
-   feedback or state inputs runs on a timer, which cannot be replayed sample by sample), has
-   an artifact, and ran as often as the others while tracing (else :class:`ReplayError`,
-   exit code 2);
-3. starts the graph with :class:`~leapp_ros.testing.GraphUnderTest` (isolated domain,
-   localhost discovery, reliable test traffic) and replays the examples recorded while
-   tracing (``<name>_examples.safetensors``): tick by tick from the first one, it publishes
-   the external inputs and waits for every output topic, so recurrent state and feedback
-   evolve exactly as they did while tracing;
-4. compares every published tensor with its recorded value as ``compile_graph`` validates
-   artifacts: ``|published - recorded| <= atol + rtol * |recorded|`` for floating values
+   feedback or state inputs runs on a timer, which cannot be replayed sample by sample) and
+   has an artifact (else :class:`ReplayError`, exit code 2);
+3. makes the reference, ticks of external inputs and expected outputs (:func:`make_reference`):
+
+   - with ``inputs`` (``--inputs FILE.safetensors``): the user's inputs, one tensor per
+     external input keyed ``"<node>/<port>"`` with a leading ticks axis, run through
+     :class:`leapp.Pipeline` in this process;
+   - else the examples recorded while tracing (``<name>_examples.safetensors``), when the
+     spec names them; the nodes must have run equally often while tracing;
+   - else (an export without examples, such as every export of NVIDIA's leapp 0.7.2)
+     ``random_ticks`` ticks of seeded random inputs of the ports' shapes and dtypes
+     (:func:`random_inputs`: floats from a standard normal distribution, integers in 0..4,
+     bools), run through :class:`leapp.Pipeline`;
+
+4. starts the graph with :class:`~leapp_ros.testing.GraphUnderTest` (isolated domain,
+   localhost discovery, reliable test traffic) and, tick by tick from the first one, publishes
+   the external inputs (as the robot message a port is bound to, where it is) and waits for
+   every output topic, so recurrent state and feedback evolve exactly as in the reference
+   (leapp.Pipeline carries its feedback values from tick to tick the same way);
+5. compares every published tensor with its reference value as ``compile_graph`` validates
+   artifacts: ``|published - expected| <= atol + rtol * |expected|`` for floating values
    (defaults rtol 1e-3, atol 1e-5), exact equality for integers and bools.
 
 The report (:meth:`VerifyReport.format`) is a table, one row per output topic::
 
-    leapp-ros verify swap: 3 of 3 samples replayed on /swap (one process per node), rtol
-    0.001, atol 1e-05
+    leapp-ros verify swap: 3 of 3 samples replayed on /swap (one process per node) against
+    the recorded examples, rtol 0.001, atol 1e-05
       topic           samples  largest difference  result
       /swap/first/y   3/3      2.98                FAIL
       /swap/second/z  3/3      0                   pass
@@ -35,18 +48,22 @@ The report (:meth:`VerifyReport.format`) is a table, one row per output topic::
       /swap/first/y: sample 0: 4 of 4 values beyond tolerance (largest difference 2.98); 2
       more sample(s) differ
 
-(the heading and the detail lines are one line each). When every topic passes, the last line
-is ``verify passed: every published tensor matches the recorded examples``. A timeout or a node
-that dies stops the replay; the verdict then says after how many samples and why.
+(the heading and the detail lines are one line each; the reference reads "leapp.Pipeline on
+random inputs (seed 0)" or "leapp.Pipeline on the inputs in FILE" on the other paths). When
+every topic passes, the last line is ``verify passed: every published tensor matches`` and the
+reference. A timeout or a node that dies stops the replay; the verdict then says after how
+many samples and why.
 
 ``leapp-ros verify`` exits with 0 when every topic passes, 1 on any mismatch, timeout or node
-failure, and 2 when the export is invalid or cannot be replayed.
+failure, and 2 when the export is invalid or cannot be replayed, or the inputs file does not
+fit it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,29 +71,56 @@ import torch
 
 from leapp.errors import LeappError
 from leapp.spec import Spec
-from leapp_ros.plan import make_plan
+from leapp_ros.plan import PipelinePlan, make_plan
 
-__all__ = ["ReplayError", "Tick", "TopicCheck", "VerifyReport", "find_export", "ticks", "verify"]
+__all__ = [
+    "RECORDED_EXAMPLES",
+    "Reference",
+    "ReplayError",
+    "Tick",
+    "TopicCheck",
+    "VerifyReport",
+    "find_export",
+    "load_inputs",
+    "make_reference",
+    "random_inputs",
+    "reference_ticks",
+    "ticks",
+    "verify",
+]
 
 logger = logging.getLogger(__name__)
+
+RECORDED_EXAMPLES = "the recorded examples"
+_INT_RANGE = (0, 5)  # random integer inputs: 0..4, valid for unsigned types and small indices
 
 
 class ReplayError(LeappError):
     """The export cannot be replayed through ROS: a timer-fired node, a node without artifact,
-    no examples, or examples that are not whole ticks."""
+    examples that are not whole ticks, an inputs file that does not fit the external inputs,
+    or inputs the pipeline fails on."""
 
 
 @dataclass(frozen=True)
 class Tick:
-    """One recorded tick: the external inputs (``"node/port"``) and every recorded output."""
+    """One tick: the external inputs (``"node/port"``) and every expected output."""
 
     inputs: dict[str, torch.Tensor]
     outputs: dict[str, torch.Tensor]
 
 
 @dataclass(frozen=True)
+class Reference:
+    """What the graph is compared with: ``what`` names it in the report (the recorded
+    examples, random inputs and their seed, or an inputs file), ``ticks`` in order."""
+
+    what: str
+    ticks: tuple[Tick, ...]
+
+
+@dataclass(frozen=True)
 class TopicCheck:
-    """The comparison of one output topic with its recorded values.
+    """The comparison of one output topic with its reference values.
 
     ``compared`` of ``recorded`` samples arrived; ``max_abs_diff`` is the largest absolute
     difference seen (``inf`` for a dtype or shape mismatch); ``problem`` describes the first
@@ -97,7 +141,8 @@ class TopicCheck:
 
 @dataclass(frozen=True)
 class VerifyReport:
-    """The outcome of :func:`verify`; ``stopped`` says why the replay ended early, if it did."""
+    """The outcome of :func:`verify`; ``stopped`` says why the replay ended early, if it did;
+    ``reference`` names what the published tensors were compared with."""
 
     name: str
     namespace: str
@@ -108,6 +153,7 @@ class VerifyReport:
     rtol: float
     atol: float
     stopped: str | None = None
+    reference: str = RECORDED_EXAMPLES
 
     @property
     def ok(self) -> bool:
@@ -123,7 +169,8 @@ class VerifyReport:
         mode = "one process for every node" if self.composed else "one process per node"
         lines = [
             f"leapp-ros verify {self.name}: {self.replayed} of {self.samples} samples replayed "
-            f"on {self.namespace} ({mode}), rtol {self.rtol:g}, atol {self.atol:g}"
+            f"on {self.namespace} ({mode}) against {self.reference}, rtol {self.rtol:g}, "
+            f"atol {self.atol:g}"
         ]
         rows = [("topic", "samples", "largest difference", "result")]
         rows += [
@@ -140,7 +187,7 @@ class VerifyReport:
             cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
             lines.append(("  " + "  ".join(cells)).rstrip())
         if self.ok:
-            lines.append("verify passed: every published tensor matches the recorded examples")
+            lines.append(f"verify passed: every published tensor matches {self.reference}")
             return "\n".join(lines)
         failed = self.failures
         verdict = f"verify FAILED: {len(failed)} of {len(self.topics)} topics failed"
@@ -186,24 +233,11 @@ def ticks(spec: Spec) -> list[Tick]:
     """
     from leapp.spec.examples import load_examples
 
-    plan = make_plan(spec)
-    timed = [node.name for node in plan.nodes if not any(i.triggers for i in node.inputs)]
-    if timed:
-        raise ReplayError(
-            f"pipeline {spec.name!r} cannot be replayed: node(s) {timed} have only feedback or "
-            "state inputs, so they run on a timer and their outputs do not follow the "
-            "recorded samples; verify replays pipelines whose nodes all fire on their inputs"
-        )
-    missing = [m.name for m in spec.models if m.parameters.backend is None]
-    if missing:
-        raise ReplayError(
-            f"pipeline {spec.name!r}: node(s) {missing} have no artifact (backend null), so "
-            "they cannot run as ROS nodes; export them with a backend"
-        )
+    plan = _replayable_plan(spec)
     if spec.pipeline.examples is None:
         raise ReplayError(
             f"spec {spec.path} names no examples file (pipeline.examples), so there is "
-            "nothing to replay; export the pipeline with leapp to record examples"
+            "nothing to replay; make_reference() runs leapp.Pipeline on random inputs instead"
         )
     samples = load_examples(spec.directory / spec.pipeline.examples)
     counts = {model.name: len(samples.get(model.name, [])) for model in spec.models}
@@ -212,10 +246,7 @@ def ticks(spec: Spec) -> list[Tick]:
             f"pipeline {spec.name!r}: the nodes ran different numbers of times while tracing "
             f"({counts}), so the examples are not whole ticks and cannot be replayed"
         )
-    external = [
-        (node.name, port.port) for node in plan.nodes for port in node.inputs
-        if port.kind == "external"
-    ]  # fmt: skip
+    external = [key.split("/", 1) for key, _ in _external_ports(spec, plan)]
     recorded = []
     for index in range(next(iter(counts.values()))):
         try:
@@ -234,6 +265,120 @@ def ticks(spec: Spec) -> list[Tick]:
     return recorded
 
 
+def random_inputs(spec: Spec, count: int = 20, seed: int = 0) -> list[dict[str, torch.Tensor]]:
+    """``count`` ticks of random values for every external input of ``spec`` (``"node/port"``),
+    of the port's shape and dtype: floats (and complex values) from a standard normal
+    distribution, integers in 0..4, bools; the same ``seed`` gives the same values.
+
+    Raises:
+        ReplayError: ``count`` is below 1.
+        PipelineError: a port's dtype is unknown.
+    """
+    if count < 1:
+        raise ReplayError(f"random inputs for {count} ticks: give at least 1 tick")
+    ports = _external_ports(spec, make_plan(spec))
+    generator = torch.Generator().manual_seed(seed)
+    return [{key: _random(dtype, shape, generator) for key, (dtype, shape) in ports}
+            for _ in range(count)]  # fmt: skip
+
+
+def load_inputs(spec: Spec, path: str | os.PathLike[str]) -> list[dict[str, torch.Tensor]]:
+    """The ticks of external inputs in the safetensors file ``path``: one tensor per external
+    input of ``spec``, keyed ``"node/port"``, of the port's dtype and shape after a leading
+    ticks axis (the same length for every input).
+
+    Raises:
+        ReplayError: the file is missing or unreadable, lacks an external input, has a key
+            that is none, or a tensor of another dtype, shape or number of ticks.
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    ports = dict(_external_ports(spec, make_plan(spec)))
+    layout = ", ".join(f"{key!r}: {_dtype_name(dtype)} {['ticks', *shape]}"
+                       for key, (dtype, shape) in ports.items())  # fmt: skip
+    what = f"inputs file {path}"
+    try:
+        values = load_file(str(path))
+    except (OSError, SafetensorError) as e:
+        raise ReplayError(f"{what} cannot be read ({e}); give a safetensors file") from e
+    missing = [key for key in ports if key not in values]
+    unknown = sorted(set(values) - set(ports))
+    if missing or unknown:
+        problems = [f"no value for external input(s) {missing}"] if missing else []
+        problems += [f"{unknown} are no external inputs"] if unknown else []
+        raise ReplayError(f"{what}: {'; '.join(problems)}; pipeline {spec.name!r} takes {layout}")
+    counts = set()
+    for key, (dtype, shape) in ports.items():
+        value = values[key]
+        if value.dtype != dtype or value.dim() != len(shape) + 1 or value.shape[1:] != shape:
+            raise ReplayError(
+                f"{what}: {key!r} is {_dtype_name(value.dtype)} of shape {list(value.shape)}, "
+                f"expected {_dtype_name(dtype)} of shape {['ticks', *shape]} (a leading ticks "
+                f"axis, then the port's shape); pipeline {spec.name!r} takes {layout}"
+            )
+        counts.add(value.shape[0])
+    if len(counts) != 1 or 0 in counts:
+        raise ReplayError(
+            f"{what}: the inputs have different numbers of ticks (or none): "
+            f"{ {key: values[key].shape[0] for key in ports} }; give every input the same, at "
+            "least 1"
+        )
+    return [{key: values[key][tick].contiguous() for key in ports} for tick in range(counts.pop())]
+
+
+def reference_ticks(
+    spec: Spec, inputs: Sequence[dict[str, torch.Tensor]], what: str = "the given inputs"
+) -> list[Tick]:
+    """``inputs`` run through :class:`leapp.Pipeline` in this process, tick by tick from the
+    initial state and feedback values: each tick's inputs and every output of every node.
+
+    Raises:
+        ReplayError: the pipeline fails on a tick (``what`` names the inputs in the message).
+    """
+    from leapp.run.pipeline import Pipeline
+
+    pipeline = Pipeline(spec)
+    result = []
+    for index, values in enumerate(inputs):
+        try:
+            outputs = pipeline.step(values)
+        except Exception as e:  # the user's models, any runtime: say where, and what to do
+            raise ReplayError(
+                f"leapp.Pipeline of {spec.name!r} fails on tick {index} of {what}: {e}; give "
+                "inputs it accepts with --inputs FILE.safetensors"
+            ) from e
+        result.append(Tick(dict(values), {key: value.clone() for key, value in outputs.items()}))
+    return result
+
+
+def make_reference(
+    spec: Spec,
+    *,
+    inputs: str | os.PathLike[str] | None = None,
+    random_ticks: int = 20,
+    seed: int = 0,
+) -> Reference:
+    """What :func:`verify` compares the graph with: the ``inputs`` file through
+    leapp.Pipeline when given, else the recorded examples when the spec names them, else
+    ``random_ticks`` ticks of :func:`random_inputs` (``seed``) through leapp.Pipeline.
+
+    Raises:
+        ReplayError, SpecError: see :func:`ticks`, :func:`load_inputs`, :func:`reference_ticks`.
+    """
+    if inputs is None and spec.pipeline.examples is not None:
+        return Reference(RECORDED_EXAMPLES, tuple(ticks(spec)))
+    _replayable_plan(spec)
+    if inputs is not None:
+        what = f"the inputs in {inputs}"
+        values = load_inputs(spec, inputs)
+    else:
+        what = f"random inputs (seed {seed})"
+        values = random_inputs(spec, random_ticks, seed)
+    return Reference(f"leapp.Pipeline on {what}", tuple(reference_ticks(spec, values, what)))
+
+
 def verify(
     path: str | os.PathLike[str],
     *,
@@ -242,9 +387,12 @@ def verify(
     composed: bool = False,
     timeout_s: float = 10.0,
     startup_timeout_s: float = 60.0,
+    inputs: str | os.PathLike[str] | None = None,
+    random_ticks: int = 20,
+    seed: int = 0,
 ) -> VerifyReport:
-    """Replay the recorded examples of an export through its live ROS 2 graph (see the module
-    documentation).
+    """Drive the live ROS 2 graph of an export tick by tick and compare every published
+    tensor with the reference (see the module documentation).
 
     Args:
         path: export folder or YAML, generated package, or install prefix.
@@ -252,46 +400,138 @@ def verify(
         composed: run every node in one process instead of one process per node.
         timeout_s: how long to wait for the outputs of each sample.
         startup_timeout_s: how long to wait for the graph to be ready.
+        inputs: a safetensors file of external inputs to run instead of the recorded
+            examples (see :func:`load_inputs`).
+        random_ticks, seed: how many ticks of random inputs, and their seed, for an export
+            without recorded examples.
 
     Returns:
         The :class:`VerifyReport`; a mismatch, a timeout or a node failure makes it not ok.
 
     Raises:
         SpecError: the export is missing, invalid, or an artifact fails its checksum.
-        ReplayError: the export cannot be replayed (see :func:`ticks`).
+        ReplayError: the export cannot be replayed, or the inputs do not fit it (see
+            :func:`make_reference`).
     """
     from leapp import spec as spec_file
-    from leapp_ros.testing import GraphAssertionError, GraphUnderTest
 
     spec = spec_file.load(find_export(path), verify_checksums=True)
-    recorded = ticks(spec)
+    reference = make_reference(spec, inputs=inputs, random_ticks=random_ticks, seed=seed)
+    run = _run_graph(
+        spec, reference.ticks, composed=composed, timeout_s=timeout_s,
+        startup_timeout_s=startup_timeout_s, rtol=rtol, atol=atol,
+    )  # fmt: skip
+    topics = {f"{n.name}/{o.port}": run.plan.resolve(o.topic) for n in run.plan.nodes
+              for o in n.outputs}  # fmt: skip
+    samples = len(reference.ticks)
+    checks = tuple(
+        _check(topics[key], key, outcomes, samples) for key, outcomes in run.results.items()
+    )
+    report = VerifyReport(
+        spec.name, run.plan.namespace, composed, samples, run.replayed, checks, rtol, atol,
+        run.stopped, reference.what,
+    )  # fmt: skip
+    logger.debug("%s", report.format())
+    return report
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What :func:`_run_graph` saw: per ``"node/port"`` output the (difference, problem) of
+    each tick, how many ticks were replayed, and why it stopped early (or None)."""
+
+    plan: PipelinePlan
+    results: dict[str, list[tuple[float, str | None]]]
+    replayed: int
+    stopped: str | None
+
+
+def _run_graph(
+    spec: Spec,
+    expected: Sequence[Tick],
+    *,
+    composed: bool,
+    timeout_s: float,
+    startup_timeout_s: float,
+    rtol: float,
+    atol: float,
+) -> _Run:
+    """Start the graph of ``spec``, step it through ``expected`` in order, compare, stop it.
+    The one place that starts a graph: a further way to run it goes here."""
+    from leapp_ros.testing import GraphAssertionError, GraphUnderTest
+
     graph = GraphUnderTest(
         spec.path, composed=composed, timeout_s=startup_timeout_s, step_timeout_s=timeout_s
     )
-    results: dict[str, list[tuple[float, str | None]]] = {key: [] for key in recorded[0].outputs}
+    results: dict[str, list[tuple[float, str | None]]] = {key: [] for key in expected[0].outputs}
     replayed, stopped = 0, None
     try:
         graph.start()
-        for index, tick in enumerate(recorded):
+        for index, tick in enumerate(expected):
             published = graph.step(tick.inputs, outputs=list(tick.outputs))
-            for key, expected in tick.outputs.items():
-                results[key].append(_compare(published[key], expected, rtol, atol, index))
+            for key, value in tick.outputs.items():
+                results[key].append(_compare(published[key], value, rtol, atol, index))
             replayed += 1
         graph.close()
     except GraphAssertionError as e:  # a timeout, a node that died or did not stop cleanly
         stopped = str(e)
         graph.close(check=False)
-    topics = {f"{n.name}/{o.port}": graph.plan.resolve(o.topic) for n in graph.plan.nodes
-              for o in n.outputs}  # fmt: skip
-    checks = tuple(
-        _check(topics[key], key, outcomes, len(recorded)) for key, outcomes in results.items()
-    )
-    report = VerifyReport(
-        spec.name, graph.plan.namespace, composed, len(recorded), replayed, checks, rtol, atol,
-        stopped,
-    )  # fmt: skip
-    logger.debug("%s", report.format())
-    return report
+    return _Run(graph.plan, results, replayed, stopped)
+
+
+def _replayable_plan(spec: Spec) -> PipelinePlan:
+    """The plan of ``spec``, once every node is known to fire on its inputs and to have an
+    artifact (else ReplayError)."""
+    plan = make_plan(spec)
+    timed = [node.name for node in plan.nodes if not any(i.triggers for i in node.inputs)]
+    if timed:
+        raise ReplayError(
+            f"pipeline {spec.name!r} cannot be replayed: node(s) {timed} have only feedback or "
+            "state inputs, so they run on a timer and their outputs do not follow the "
+            "replayed samples; verify replays pipelines whose nodes all fire on their inputs"
+        )
+    missing = [m.name for m in spec.models if m.parameters.backend is None]
+    if missing:
+        raise ReplayError(
+            f"pipeline {spec.name!r}: node(s) {missing} have no artifact (backend null), so "
+            "they cannot run as ROS nodes; export them with a backend"
+        )
+    return plan
+
+
+def _external_ports(
+    spec: Spec, plan: PipelinePlan
+) -> list[tuple[str, tuple[torch.dtype, tuple[int, ...]]]]:
+    """``("node/port", (dtype, shape))`` of every external input, in spec order."""
+    from leapp.run.model import port_check
+
+    external = {(node.name, port.port) for node in plan.nodes for port in node.inputs
+                if port.kind == "external"}  # fmt: skip
+    ports = []
+    for model in spec.models:
+        for port in model.inputs:
+            if (model.name, port.name) in external:
+                key, dtype, shape = port_check(
+                    f"{spec.name} input", port, f"{model.name}/{port.name}"
+                )
+                ports.append((key, (dtype, shape)))
+    return ports
+
+
+def _random(
+    dtype: torch.dtype, shape: tuple[int, ...], generator: torch.Generator
+) -> torch.Tensor:
+    if dtype.is_complex:
+        return torch.randn(shape, generator=generator, dtype=torch.complex128).to(dtype)
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype)
+    if dtype is torch.bool:
+        return torch.randint(0, 2, shape, generator=generator).bool()
+    return torch.randint(*_INT_RANGE, shape, generator=generator).to(dtype)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def _compare(
