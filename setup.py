@@ -61,6 +61,7 @@ setup(
             "leapp-ros = leapp_ros.cli:main",
             "leapp_node = leapp_ros.node:main",
             "leapp_container = leapp_ros.container:main",
+            "leapp_fused = leapp_ros.fused:main",
         ],
     },
 )

@@ -12,6 +12,10 @@ Arguments:
                  true: a leapp_container component container (<namespace>/leapp_container)
                  into which launch_ros loads every pipeline node as a component
                  (leapp_ros::PipelineNode), all on one executor
+    fused        true: one leapp_fused node (<namespace>/leapp_fused) runs every pipeline
+                 node per tick and publishes on the same topics (fewest hops; intermediate
+                 topics unless publish_intermediate is false in the params file); not with
+                 composed:=true or a choice of nodes (default: false)
     log_level    debug | info | warn | error | fatal (default: info)
     params_file  a ROS 2 parameters YAML for every node (firing, rate_hz, max_input_age,
                  cpu_latency_us, cpu_affinity, qos_overrides; see config/leapp_ros.yaml),
@@ -71,6 +75,12 @@ def generate_launch_description() -> LaunchDescription:
                 description="true: every node in one leapp_container process",
             ),
             DeclareLaunchArgument(
+                "fused",
+                default_value="false",
+                choices=["true", "false"],
+                description="true: the whole pipeline in one leapp_fused node, tick by tick",
+            ),
+            DeclareLaunchArgument(
                 "log_level",
                 default_value="info",
                 description="log level of the nodes: debug, info, warn, error or fatal",
@@ -112,6 +122,7 @@ def launch_pipeline(context, *args, **kwargs):
     processes = plan_processes(
         plan,
         composed=composed,
+        fused=value("fused").lower() == "true",
         log_level=value("log_level") or "info",
         params_file=value("params_file") or None,
         cpu_latency_us=whole_number("cpu_latency_us", value("cpu_latency_us")),

@@ -144,32 +144,40 @@ class PipelineNode(Node):
                 raise StartupError(problem) from e
             self.get_logger().info(f"running on CPUs {list(self._cpu_affinity)}")
         try:
-            if spec is None:
-                spec = load_spec(str(settings["spec_path"]))
-            names = [model.name for model in spec.models]
-            if self.pipeline_node not in names:
-                raise StartupError(
-                    f"pipeline {spec.name!r} has no node {self.pipeline_node!r} (the ROS node "
-                    f"name, or parameter pipeline_node); its nodes are {', '.join(names)}: "
-                    "name one with -r __node:=<node> or -p pipeline_node:=<node>"
-                )
-            ports = declare_port_overrides(self, spec.model(self.pipeline_node))
-            plan = make_plan(
-                spec, namespace=self.get_namespace(), ports={self.pipeline_node: ports}
-            )
-            self.plan = plan.node(self.pipeline_node)
-            self.firing = firing_rule(self.plan, settings)
-            self._publish_nonfinite = settings["on_nonfinite"] == "publish"
-            from leapp_ros.node_model import load_node_model
-
-            self._model = load_node_model(spec, self.pipeline_node)
-            initial = initial_values(plan.initial_values, self.plan)
-            self._readers = topic_readers(self.plan.inputs)
-            self._writers = [OutputWriter(port) for port in self.plan.outputs]
+            self._load(spec, settings)
         except StartupError:
             raise
         except LeappError as e:
             raise StartupError(f"node {self.pipeline_node!r}: {e}") from e
+        self._create_entities()
+        self._request_cpu_latency(settings["cpu_latency_us"])
+        self._publish_status("ready")
+        self.get_logger().debug(f"firing {self.firing}")
+        for name in self._ready_names():
+            self.get_logger().info(f"leapp node '{name}' ready")
+
+    def _load(self, spec: Spec | None, settings: dict[str, Any]) -> None:
+        """Load the spec and the model; plan the topics and the firing rule."""
+        if spec is None:
+            spec = load_spec(str(settings["spec_path"]))
+        names = [model.name for model in spec.models]
+        if self.pipeline_node not in names:
+            raise StartupError(
+                f"pipeline {spec.name!r} has no node {self.pipeline_node!r} (the ROS node "
+                f"name, or parameter pipeline_node); its nodes are {', '.join(names)}: "
+                "name one with -r __node:=<node> or -p pipeline_node:=<node>"
+            )
+        ports = declare_port_overrides(self, spec.model(self.pipeline_node))
+        plan = make_plan(spec, namespace=self.get_namespace(), ports={self.pipeline_node: ports})
+        self.plan = plan.node(self.pipeline_node)
+        self.firing = firing_rule(self.plan, settings)
+        self._publish_nonfinite = settings["on_nonfinite"] == "publish"
+        from leapp_ros.node_model import load_node_model
+
+        self._model = load_node_model(spec, self.pipeline_node)
+        initial = initial_values(plan.initial_values, self.plan)
+        self._readers = topic_readers(self.plan.inputs)
+        self._writers = [OutputWriter(port) for port in self.plan.outputs]
         inputs = self.plan.inputs
         self._values: list[Any] = [initial.get(i) for i in range(len(inputs))]
         self._float_inputs = float_ports(inputs)
@@ -182,15 +190,6 @@ class PipelineNode(Node):
             for i, port in enumerate(inputs)
             if port.kind == "state" and port.source is not None
         )
-        self._create_entities()
-        self._request_cpu_latency(settings["cpu_latency_us"])
-        self._publish_status("ready")
-        self.get_logger().debug(
-            f"{self._model!r}, firing {self.firing}, inputs "
-            f"{[(p.port, p.kind, p.topic) for p in inputs]}, outputs "
-            f"{[o.topic for o in self.plan.outputs]}"
-        )
-        self.get_logger().info(f"leapp node '{self.pipeline_node}' ready")
 
     def _create_entities(self) -> None:
         overrides = QoSOverridingOptions.with_default_policies()
@@ -213,6 +212,9 @@ class PipelineNode(Node):
             for port, writer in zip(self.plan.outputs, self._writers, strict=True)
         ]
         self._stamped = any(writer.stamped for writer in self._writers)
+        self._create_status_and_timers()
+
+    def _create_status_and_timers(self) -> None:
         self._status = self.create_publisher(String, STATUS_TOPIC, qos_profile(METADATA_QOS))
         self._leapp_timers.append(self.create_timer(STATUS_PERIOD_S, self._on_status_timer))
         if self.firing.mode == "timer" and self.firing.rate_hz:
@@ -359,14 +361,21 @@ class PipelineNode(Node):
         self._publish_status("stopping")
         # reliable: give subscribers (a supervisor) a moment to acknowledge the last word
         self._status.wait_for_all_acked(Duration(seconds=STOP_ACK_TIMEOUT_S))
-        status = self.status("stopping")
-        self.get_logger().info(f"leapp node '{self.pipeline_node}' stopping: {status}")
+        for record in self._status_records("stopping"):
+            self.get_logger().info(f"leapp node '{record['node']}' stopping: {record}")
 
     def _on_status_timer(self) -> None:  # no parameters: rclpy would pass a TimerInfo
         self._publish_status("ready")
 
     def _publish_status(self, state: str) -> None:
-        self._status.publish(String(data=json.dumps(self.status(state))))
+        for record in self._status_records(state):
+            self._status.publish(String(data=json.dumps(record)))
+
+    def _status_records(self, state: str) -> list[dict[str, Any]]:
+        return [self.status(state)]
+
+    def _ready_names(self) -> list[str]:
+        return [self.pipeline_node]
 
     def _warn(self, key: str, text: str) -> None:
         """Log ``text`` unless ``key`` was logged less than WARNING_PERIOD_S ago."""

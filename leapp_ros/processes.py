@@ -101,6 +101,7 @@ def plan_processes(
     plan: PipelinePlan,
     *,
     composed: bool = False,
+    fused: bool = False,
     log_level: str | None = None,
     params_file: str | os.PathLike[str] | None = None,
     cpu_latency_us: int | None = None,
@@ -108,7 +109,8 @@ def plan_processes(
     remaps: Sequence[str] = (),
     nodes: Sequence[str] | None = None,
 ) -> tuple[ProcessPlan, ...]:
-    """The processes that run ``plan``: one per node, or one container when ``composed``.
+    """The processes that run ``plan``: one per node, one container when ``composed``, or
+    one ``leapp_fused`` node running the whole pipeline per tick when ``fused``.
 
     ``cpu_latency_us`` sets that parameter of every node (a CPU latency request held while
     the graph runs); None leaves it to the params file. ``pin_cpus`` sets ``cpu_affinity`` of
@@ -122,7 +124,8 @@ def plan_processes(
     Raises:
         PlanError: ``log_level`` is not one of :data:`LOG_LEVELS`, ``params_file`` is not
             an existing file, ``cpu_latency_us`` is not a whole number >= -1, or ``nodes``
-            names a node the pipeline does not have.
+            names a node the pipeline does not have; ``fused`` with ``composed`` or with a
+            choice of ``nodes`` (a fused node runs all of them).
     """
     level = None if log_level is None else log_level.lower()
     if level is not None and level not in LOG_LEVELS:
@@ -156,6 +159,26 @@ def plan_processes(
         return (("cpu_affinity", (cpus[index % len(cpus)],)),) if cpus else ()
 
     spec_path = str(Path(plan.spec_path).absolute())
+    if fused:
+        if composed or (nodes is not None and len(chosen) < len(plan.nodes)):
+            raise PlanError(
+                "fused mode runs every node of the pipeline in one node: it takes neither "
+                "composed nor a choice of nodes (--nodes); use one of the three modes"
+            )
+        return (
+            ProcessPlan(
+                label=f"{plan.name} (fused)",
+                executable="leapp_fused",
+                module="leapp_ros.fused",
+                pipeline_nodes=tuple(node.name for node in plan.nodes),
+                node_name="leapp_fused",
+                namespace=plan.namespace,
+                parameters=(("spec_path", spec_path), *extra, *pinned(0)),
+                params_file=params,
+                log_level=level,
+                remaps=rules,
+            ),
+        )
     if composed:
         return (
             ProcessPlan(

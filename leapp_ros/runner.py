@@ -373,6 +373,7 @@ def make_graph(
     source: PipelinePlan | str | os.PathLike[str],
     *,
     composed: bool = False,
+    fused: bool = False,
     namespace: str | None = None,
     restart: bool = False,
     log_level: str | None = None,
@@ -389,6 +390,7 @@ def make_graph(
 
     Args:
         composed: all nodes in one ``leapp_ros.container`` process instead of one each.
+        fused: one ``leapp_ros.fused`` node running the whole pipeline per tick.
         namespace: ROS namespace (default: the pipeline name).
         restart: start a failed process again (see :class:`RestartPolicy`).
         log_level: ``debug``, ``info`` (the nodes' default), ``warn``, ``error``, ``fatal``.
@@ -412,6 +414,7 @@ def make_graph(
     processes = plan_processes(
         plan,
         composed=composed,
+        fused=fused,
         log_level=log_level,
         params_file=params_file,
         cpu_latency_us=cpu_latency_us,

@@ -149,13 +149,16 @@ def declare_parameters(node: Any) -> dict[str, Any]:
     return values
 
 
-def declare_port_overrides(node: Any, model: ModelSpec) -> dict[str, PortOverride]:
-    """Declare ``ports.<port>.{message,kind,names,order}`` for every port of ``model``; the
-    overrides that set anything, by port name."""
+def declare_port_overrides(node: Any, *models: ModelSpec) -> dict[str, PortOverride]:
+    """Declare ``ports.<port>.{message,kind,names,order}`` for every port of ``models`` (one
+    for a ``leapp_node``, all for a fused node, where a name applies to every port that has
+    it); the overrides that set anything, by port name."""
     from rcl_interfaces.msg import ParameterDescriptor
 
+    owner = " ".join(repr(model.name) for model in models)
+    ports = list(dict.fromkeys(p.name for m in models for p in (*m.inputs, *m.outputs)))
     found: dict[str, PortOverride] = {}
-    for port in {p.name: p for p in (*model.inputs, *model.outputs)}:
+    for port in ports:
         values: dict[str, Any] = {}
         for name, description in PORT_PARAMETERS:
             key = f"ports.{port}.{name}"
@@ -163,15 +166,14 @@ def declare_port_overrides(node: Any, model: ModelSpec) -> dict[str, PortOverrid
                 description=description, read_only=True, dynamic_typing=True
             )
             values[name] = node.declare_parameter(key, None, descriptor).value
-        override = _port_override(f"node {model.name!r}: parameters ports.{port}", values)
+        override = _port_override(f"node {owner}: parameters ports.{port}", values)
         if override != PortOverride():
             found[port] = override
     given = getattr(node, "_parameter_overrides", {})  # rclpy's, from the command line / file
     unknown = sorted(n for n in given if n.startswith("ports.") and not node.has_parameter(n))
     if unknown:  # a warning, not an error: a "/**" section reaches every node
-        ports = [p.name for p in (*model.inputs, *model.outputs)]
         node.get_logger().warning(
-            f"node {model.name!r}: parameter(s) {unknown} name no port of this node, ignored "
+            f"node {owner}: parameter(s) {unknown} name no port of this node, ignored "
             f"them; its ports are {ports} and each takes ports.<port>.message|kind|names|order"
         )
     return found

@@ -19,7 +19,11 @@ from leapp_ros.testing import GraphUnderTest
 FIRST_ACTION = torch.full((2,), 0.25)
 STEPS = 50
 TRACED_TICKS = 5
-MODES = {"processes": False, "composed": True}
+MODES = {
+    "processes": {},
+    "composed": {"composed": True},
+    "fused": {"fused": True},
+}
 
 
 def export(save_path: Path, name: str, run) -> Path:
@@ -57,13 +61,13 @@ def exports(tmp_path_factory) -> dict[str, Path]:
 )
 def gru_graph(request, exports):
     backend, mode = request.param
-    with GraphUnderTest(exports[f"gru_{backend}"], composed=MODES[mode]) as graph:
+    with GraphUnderTest(exports[f"gru_{backend}"], **MODES[mode]) as graph:
         yield graph, backend
 
 
 @pytest.fixture(scope="module", params=list(MODES))
 def loop_graph(request, exports):
-    with GraphUnderTest(exports["loop"], composed=MODES[request.param]) as graph:
+    with GraphUnderTest(exports["loop"], **MODES[request.param]) as graph:
         yield graph
 
 

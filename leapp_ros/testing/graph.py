@@ -84,6 +84,7 @@ class GraphUnderTest:
     Args:
         export: export folder, its YAML spec, or a :class:`~leapp_ros.plan.PipelinePlan`.
         composed: every node in one process instead of one process per node.
+        fused: the whole pipeline in one ``leapp_fused`` node, tick by tick.
         namespace: ROS namespace (default: the pipeline name).
         timeout_s: how long :meth:`start` waits for the graph to be ready.
         step_timeout_s: how long :meth:`step` waits for its outputs by default.
@@ -104,6 +105,7 @@ class GraphUnderTest:
         export: PipelinePlan | str | os.PathLike[str],
         *,
         composed: bool = False,
+        fused: bool = False,
         namespace: str | None = None,
         timeout_s: float = 60.0,
         step_timeout_s: float = 10.0,
@@ -114,6 +116,7 @@ class GraphUnderTest:
     ):
         self.plan: PipelinePlan = load_plan(export, namespace, params_file=params_file)
         self.composed = composed
+        self.fused = fused
         self.timeout_s = timeout_s
         self.step_timeout_s = step_timeout_s
         self.feedback_settle_s = feedback_settle_s
@@ -156,7 +159,11 @@ class GraphUnderTest:
             log_level, params_file = self._options
             params = harness_parameters(self.plan, self._folder / "params.yaml", params_file)
             processes = plan_processes(
-                self.plan, composed=self.composed, log_level=log_level, params_file=params
+                self.plan,
+                composed=self.composed,
+                fused=self.fused,
+                log_level=log_level,
+                params_file=params,
             )
             self._graph = RunningGraph(
                 processes, name=self.plan.namespace, env=ros_env(self.domain_id, base={}),
@@ -311,7 +318,8 @@ class GraphUnderTest:
         while True:
             latest = {topic: (inbox[-1] if inbox else None)
                       for topic, _, inbox in self._outputs.values()}  # fmt: skip
-            problems = topic_problems(self.plan, self.probe.node, latest)
+            publisher = "leapp_fused" if self.fused else None
+            problems = topic_problems(self.plan, self.probe.node, latest, publisher)
             if not problems or time.monotonic() > deadline:
                 break
             self.spin(0.05)
@@ -344,7 +352,7 @@ class GraphUnderTest:
     def _wait_ready(self, deadline: float) -> None:
         """Every node ready, every probe publisher matched, every topic's endpoints seen."""
         publishers = {topic: publisher for topic, _, publisher in self._inputs.values()}
-        while late := unready(self.plan, self.probe.node, self._statuses, publishers):
+        while late := unready(self.plan, self.probe.node, self._statuses, publishers, self.fused):
             self._check_alive()
             if time.monotonic() > deadline:
                 raise GraphAssertionError(

@@ -34,11 +34,15 @@ __all__ = [
 ]
 
 
-def subscribed_topics(plan: PipelinePlan) -> dict[str, int]:
-    """Every topic some node subscribes to (absolute), with the number of subscribing nodes."""
+def subscribed_topics(plan: PipelinePlan, fused: bool = False) -> dict[str, int]:
+    """Every topic some node subscribes to (absolute), with the number of subscribing nodes.
+    ``fused``: one node runs the pipeline and subscribes to the external inputs only."""
     counts: dict[str, int] = {}
     for node in plan.nodes:
-        for topic in {plan.resolve(port.topic) for port in node.inputs if port.topic is not None}:
+        ports = [p for p in node.inputs if p.topic is not None]
+        if fused:
+            ports = [p for p in ports if p.kind == "external"]
+        for topic in {plan.resolve(port.topic) for port in ports}:
             counts[topic] = counts.get(topic, 0) + 1
     return counts
 
@@ -67,14 +71,16 @@ def unready(
     node: Any,
     statuses: Mapping[str, Mapping[str, Any]],
     publishers: Mapping[str, Any],
+    fused: bool = False,
 ) -> list[str]:
     """What a graph still lacks before a test may use it: the nodes whose latest status
     (``statuses``) is not ``ready``, the topics of the probe's ``publishers`` (by absolute
     topic) not yet matched with every subscribing node, the output topics whose publisher
     or subscribers rclpy ``node`` has not discovered yet, and the output topics whose node
     reports fewer matched subscriptions than the subscribing nodes and the probe (a message
-    sent before a match is lost, which a graph with state or feedback cannot repeat)."""
-    readers = subscribed_topics(plan)
+    sent before a match is lost, which a graph with state or feedback cannot repeat).
+    ``fused``: one node runs the pipeline (see :func:`subscribed_topics`)."""
+    readers = subscribed_topics(plan, fused)
     late = [n.name for n in plan.nodes if statuses.get(n.name, {}).get("state") != "ready"]
     for plan_node in plan.nodes:
         matched = statuses.get(plan_node.name, {}).get("subscribers")
@@ -98,13 +104,20 @@ def unready(
     return late
 
 
-def topic_problems(plan: PipelinePlan, node: Any, latest: Mapping[str, Any | None]) -> list[str]:
+def topic_problems(
+    plan: PipelinePlan,
+    node: Any,
+    latest: Mapping[str, Any | None],
+    publisher: str | None = None,
+) -> list[str]:
     """Every difference between the ROS graph that rclpy ``node`` sees and ``plan``.
 
     Args:
         plan: the pipeline plan.
         node: an rclpy node in the graph's domain.
         latest: per output topic (absolute), the newest message received, or None.
+        publisher: the ROS node that publishes every output (a fused node); None: each
+            pipeline node publishes its own.
     """
     expected = dict(plan.topics())
     found = dict(node.get_topic_names_and_types())
@@ -123,8 +136,9 @@ def topic_problems(plan: PipelinePlan, node: Any, latest: Mapping[str, Any | Non
     for plan_node in plan.nodes:
         for output in plan_node.outputs:
             topic = plan.resolve(output.topic)
-            if plan_node.name not in _names(node.get_publishers_info_by_topic(topic)):
-                problems.append(f"{topic}: not published by node {plan_node.name!r}")
+            expected = publisher or plan_node.name
+            if expected not in _names(node.get_publishers_info_by_topic(topic)):
+                problems.append(f"{topic}: not published by node {expected!r}")
             message = latest.get(topic)
             plain = message is not None and output.binding is None
             dims = [dim.size for dim in message.layout.dim] if plain else None
