@@ -24,7 +24,7 @@ as ``run``: one ``_add_<name>`` function each::
 
     leapp-ros inspect exports/torch_pipeline [--namespace NS]     # nodes, topics, QoS
     leapp-ros generate exports/torch_pipeline --out ros2_ws/src   # a ROS 2 package
-    leapp-ros verify exports/torch_pipeline [--composed]          # replay the examples
+    leapp-ros verify exports/torch_pipeline [--composed|--fused]  # replay the examples
     leapp-ros verify exports/nvidia_export --ticks 50 --seed 3    # no examples: random inputs
 """
 
@@ -275,8 +275,12 @@ def _add_verify(commands: argparse._SubParsersAction) -> None:
     )
     verify.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (1e-3)")
     verify.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance (1e-5)")
-    verify.add_argument(
+    modes = verify.add_mutually_exclusive_group()
+    modes.add_argument(
         "--composed", action="store_true", help="run every node in one process (one executor)"
+    )
+    modes.add_argument(
+        "--fused", action="store_true", help="run the whole pipeline in one node, tick by tick"
     )
     verify.add_argument(
         "--timeout", type=float, default=10.0, help="seconds to wait for each sample (10)"
@@ -317,6 +321,7 @@ def _verify(args: argparse.Namespace) -> int:
         rtol=args.rtol,
         atol=args.atol,
         composed=args.composed,
+        fused=args.fused,
         timeout_s=args.timeout,
         startup_timeout_s=max(60.0, args.timeout),
         inputs=args.inputs,

@@ -154,6 +154,7 @@ class VerifyReport:
     atol: float
     stopped: str | None = None
     reference: str = RECORDED_EXAMPLES
+    fused: bool = False
 
     @property
     def ok(self) -> bool:
@@ -167,6 +168,8 @@ class VerifyReport:
     def format(self) -> str:
         """The report as text: a heading, one table row per topic, and the verdict."""
         mode = "one process for every node" if self.composed else "one process per node"
+        if self.fused:
+            mode = "one node running the whole pipeline (fused)"
         lines = [
             f"leapp-ros verify {self.name}: {self.replayed} of {self.samples} samples replayed "
             f"on {self.namespace} ({mode}) against {self.reference}, rtol {self.rtol:g}, "
@@ -385,6 +388,7 @@ def verify(
     rtol: float = 1e-3,
     atol: float = 1e-5,
     composed: bool = False,
+    fused: bool = False,
     timeout_s: float = 10.0,
     startup_timeout_s: float = 60.0,
     inputs: str | os.PathLike[str] | None = None,
@@ -398,6 +402,7 @@ def verify(
         path: export folder or YAML, generated package, or install prefix.
         rtol, atol: tolerances for floating outputs.
         composed: run every node in one process instead of one process per node.
+        fused: run the whole pipeline in one ``leapp_fused`` node, tick by tick.
         timeout_s: how long to wait for the outputs of each sample.
         startup_timeout_s: how long to wait for the graph to be ready.
         inputs: a safetensors file of external inputs to run instead of the recorded
@@ -418,7 +423,7 @@ def verify(
     spec = spec_file.load(find_export(path), verify_checksums=True)
     reference = make_reference(spec, inputs=inputs, random_ticks=random_ticks, seed=seed)
     run = _run_graph(
-        spec, reference.ticks, composed=composed, timeout_s=timeout_s,
+        spec, reference.ticks, composed=composed, fused=fused, timeout_s=timeout_s,
         startup_timeout_s=startup_timeout_s, rtol=rtol, atol=atol,
     )  # fmt: skip
     topics = {f"{n.name}/{o.port}": run.plan.resolve(o.topic) for n in run.plan.nodes
@@ -429,7 +434,7 @@ def verify(
     )
     report = VerifyReport(
         spec.name, run.plan.namespace, composed, samples, run.replayed, checks, rtol, atol,
-        run.stopped, reference.what,
+        run.stopped, reference.what, fused,
     )  # fmt: skip
     logger.debug("%s", report.format())
     return report
@@ -451,6 +456,7 @@ def _run_graph(
     expected: Sequence[Tick],
     *,
     composed: bool,
+    fused: bool = False,
     timeout_s: float,
     startup_timeout_s: float,
     rtol: float,
@@ -461,7 +467,11 @@ def _run_graph(
     from leapp_ros.testing import GraphAssertionError, GraphUnderTest
 
     graph = GraphUnderTest(
-        spec.path, composed=composed, timeout_s=startup_timeout_s, step_timeout_s=timeout_s
+        spec.path,
+        composed=composed,
+        fused=fused,
+        timeout_s=startup_timeout_s,
+        step_timeout_s=timeout_s,
     )
     results: dict[str, list[tuple[float, str | None]]] = {key: [] for key in expected[0].outputs}
     replayed, stopped = 0, None

@@ -49,6 +49,7 @@ GENERATED = [
     "export/torch_pipeline_examples.safetensors",
     "launch/torch_pipeline.launch.py",
     "launch/torch_pipeline_composed.launch.py",
+    "launch/torch_pipeline_fused.launch.py",
     "package.xml",
     f"resource/{PACKAGE}",
     "setup.cfg",
@@ -253,7 +254,7 @@ print(spec.name, [m.name for m in spec.models], package.params_path())
 
 def test_generated_python_files_compile(package, tmp_path):
     sources = sorted(package.rglob("*.py"))
-    assert len(sources) == 6
+    assert len(sources) == 7
     for index, source in enumerate(sources):
         py_compile.compile(str(source), cfile=str(tmp_path / f"{index}.pyc"), doraise=True)
 
@@ -300,6 +301,24 @@ def test_composed_launch_file_starts_one_leapp_container(site, stand_ins):
         assert Path(fixed["spec_path"]) == site / "share" / PACKAGE / "export/torch_pipeline.yaml"
 
 
+def test_fused_launch_file_starts_one_leapp_fused_node(site, stand_ins):
+    launch_file = site / "share" / PACKAGE / "launch" / "torch_pipeline_fused.launch.py"
+    out = run_python(
+        DESCRIBE, str(launch_file), path=[stand_ins, site], env={"AMENT_PREFIX_PATH": str(site)}
+    )
+    entities = json.loads(out)
+    (node,) = [kw for kind, kw in entities if kind == "Node"]
+    assert (node["package"], node["executable"], node["name"]) == (
+        "leapp_ros",
+        "leapp_fused",
+        "leapp_fused",
+    )
+    assert node["namespace"] == {"LaunchConfiguration": ["namespace"]}
+    fixed, params_file = node["parameters"]
+    assert Path(fixed["spec_path"]) == site / "share" / PACKAGE / "export/torch_pipeline.yaml"
+    assert params_file == {"LaunchConfiguration": ["params_file"]}
+
+
 def test_launch_files_generate_a_description_with_the_real_launch(site, monkeypatch):
     pytest.importorskip("launch_ros.actions", reason="launch_ros is not installed (pip ROS 2)")
     from launch.launch_description_sources import (
@@ -311,10 +330,11 @@ def test_launch_files_generate_a_description_with_the_real_launch(site, monkeypa
     for name, kind in (
         ("torch_pipeline.launch.py", Node),
         ("torch_pipeline_composed.launch.py", ComposableNodeContainer),
+        ("torch_pipeline_fused.launch.py", Node),
     ):
         path = site / "share" / PACKAGE / "launch" / name
         entities = get_launch_description_from_python_launch_file(str(path)).entities
-        count = 2 if kind is Node else 1
+        count = 2 if name == "torch_pipeline.launch.py" else 1
         assert len([entity for entity in entities if type(entity) is kind]) == count
 
 

@@ -16,7 +16,7 @@ from leapp_ros.templates.build_files import (
     setup_cfg,
     setup_py,
 )
-from leapp_ros.templates.launch_files import composed_launch_py, launch_py
+from leapp_ros.templates.launch_files import composed_launch_py, fused_launch_py, launch_py
 from leapp_ros.templates.package_info import PackageInfo
 from leapp_ros.templates.parameters import parameters_yaml
 from leapp_ros.templates.readme import readme_md
@@ -37,6 +37,7 @@ def render_package(info: PackageInfo) -> dict[str, str]:
         f"config/{info.params_file}": parameters_yaml(info),
         f"launch/{info.launch_file}": launch_py(info),
         f"launch/{info.composed_launch_file}": composed_launch_py(info),
+        f"launch/{info.fused_launch_file}": fused_launch_py(info),
         f"test/{info.test_file}": topic_test_py(info),
         "README.md": readme_md(info),
     }

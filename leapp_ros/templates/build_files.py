@@ -72,7 +72,7 @@ def setup_py(info: PackageInfo) -> str:
         *((f"share/{info.name}/{folder}", files) for folder, files in sorted(groups.items())),
         (
             f"share/{info.name}/launch",
-            [f"launch/{info.launch_file}", f"launch/{info.composed_launch_file}"],
+            [f"launch/{name}" for name in info.launch_files],
         ),
     ]
     data_files = "".join(
@@ -228,6 +228,7 @@ _MAIN_PY = '''\
 
     python -m @NAME@                       # one process per node
     python -m @NAME@ --composed            # every node in one process
+    python -m @NAME@ --fused               # the whole pipeline in one node
     python -m @NAME@ --params-file my.yaml --log-level warn
 
 The same as ``leapp-ros run <share>/export/<spec> --namespace <namespace> --params-file

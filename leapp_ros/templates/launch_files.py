@@ -1,14 +1,14 @@
-"""The launch files of a generated package: one ``leapp_node`` process per pipeline node, or
+"""The launch files of a generated package: one ``leapp_node`` process per pipeline node,
 every node as a component (``leapp_ros::PipelineNode``) in one ``leapp_container`` component
-container, in launch_ros's standard ``ComposableNodeContainer`` form. Both take the spec from
-the package's installed ``share/<package>/export`` folder and the node parameters from
-``config/<pipeline>.yaml``."""
+container, in launch_ros's standard ``ComposableNodeContainer`` form, or one ``leapp_fused``
+node running the whole pipeline per tick. All take the spec from the package's installed
+``share/<package>/export`` folder and the node parameters from ``config/<pipeline>.yaml``."""
 
 from __future__ import annotations
 
 from leapp_ros.templates.package_info import PackageInfo, fill, python_literal
 
-__all__ = ["composed_launch_py", "launch_py"]
+__all__ = ["composed_launch_py", "fused_launch_py", "launch_py"]
 
 
 def launch_py(info: PackageInfo) -> str:
@@ -43,6 +43,19 @@ def composed_launch_py(info: PackageInfo) -> str:
         LAUNCH_ROS="from launch_ros.actions import ComposableNodeContainer\n"
         "from launch_ros.descriptions import ComposableNode\n",
         NODES=nodes,
+    )
+
+
+def fused_launch_py(info: PackageInfo) -> str:
+    """``launch/<pipeline>_fused.launch.py``: one ``leapp_fused`` node running the whole
+    pipeline per tick, publishing on the same topics."""
+    return fill(
+        _HEADER + _FUSED,
+        **_common(info),
+        SUMMARY="Launch a leapp pipeline as one leapp_fused node running every node per tick.",
+        LAUNCH_FILE=info.fused_launch_file,
+        LAUNCH_ROS="from launch_ros.actions import Node\n",
+        NODES="",
     )
 
 
@@ -184,4 +197,26 @@ def component(name: str, spec_path: str) -> ComposableNode:
             {"spec_path": spec_path, "pipeline_node": name},
         ],
     )
+'''
+
+_FUSED = '''
+
+FUSED = "leapp_fused"  # the node: <namespace>/leapp_fused
+
+
+def generate_launch_description() -> LaunchDescription:
+    """The launch arguments and one node running every pipeline node per tick; it gets the
+    params file's "/**" section and the one named after its full name."""
+    share = get_package_share_directory(PACKAGE)
+    spec_path = os.path.join(share, "export", SPEC_FILE)
+    fused = Node(
+        package="leapp_ros",
+        executable="leapp_fused",
+        name=FUSED,
+        namespace=LaunchConfiguration("namespace"),
+        parameters=[{"spec_path": spec_path}, LaunchConfiguration("params_file")],
+        arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level")],
+        output="screen",
+    )
+    return LaunchDescription([*declare_arguments(share), fused])
 '''

@@ -42,6 +42,15 @@ class PackageInfo:
         return f"{self.stem}_composed.launch.py"
 
     @property
+    def fused_launch_file(self) -> str:
+        return f"{self.stem}_fused.launch.py"
+
+    @property
+    def launch_files(self) -> tuple[str, str, str]:
+        """Every launch file: one process per node, composed, fused."""
+        return (self.launch_file, self.composed_launch_file, self.fused_launch_file)
+
+    @property
     def params_file(self) -> str:
         return f"{self.stem}.yaml"
 

@@ -34,6 +34,7 @@ def readme_md(info: PackageInfo) -> str:
         (f"config/{info.params_file}", "node parameters: firing, rates, QoS (edit this)"),
         (f"launch/{info.launch_file}", "one process per node (leapp_node)"),
         (f"launch/{info.composed_launch_file}", "all nodes as components of a leapp_container"),
+        (f"launch/{info.fused_launch_file}", "one leapp_fused node running every node per tick"),
         (f"test/{info.test_file}", "launch_testing test replaying the traced examples"),
         (".leapp_generated.json", "hashes of the generated files (see Regenerating)"),
     ]
@@ -47,6 +48,7 @@ def readme_md(info: PackageInfo) -> str:
         (f"pip install --no-deps --no-build-isolation ./{name}", ""),
         (f"python -m {name}", "one process per node, until Ctrl-C"),
         (f"python -m {name} --composed", "every node in one process"),
+        (f"python -m {name} --fused", "the whole pipeline in one node, tick by tick"),
         (f"python -m {name} --params-file my_params.yaml --log-level warn", ""),
     ]
     return fill(
@@ -56,6 +58,7 @@ def readme_md(info: PackageInfo) -> str:
         NAMESPACE=plan.namespace,
         LAUNCH=info.launch_file,
         COMPOSED=info.composed_launch_file,
+        FUSED=info.fused_launch_file,
         PARAMS=info.params_file,
         TEST=info.test_file,
         NODES="\n".join(nodes),
@@ -114,6 +117,7 @@ Launch it, then look at it:
 
     ros2 launch @PACKAGE@ @LAUNCH@
     ros2 launch @PACKAGE@ @COMPOSED@
+    ros2 launch @PACKAGE@ @FUSED@
     ros2 launch @PACKAGE@ @LAUNCH@ \\
         params_file:=/path/to/my_params.yaml log_level:=warn
     ros2 topic list -t

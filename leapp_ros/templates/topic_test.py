@@ -21,7 +21,7 @@ def topic_test_py(info: PackageInfo) -> str:
         PACKAGE_LITERAL=python_literal(info.name),
         NAMESPACE_LITERAL=python_literal(info.plan.namespace),
         SPEC_LITERAL=python_literal(info.spec_file),
-        LAUNCH_FILES=python_literal((info.launch_file, info.composed_launch_file)),
+        LAUNCH_FILES=python_literal(info.launch_files),
     )
 
 
@@ -39,7 +39,7 @@ On a ROS 2 install, after ``colcon build --packages-select @PACKAGE@`` and
     colcon test-result --verbose
     launch_test src/@PACKAGE@/test/@TEST_FILE@
 
-It runs once per launch file (one process per node, and composed). Every process, and this
+It runs once per launch file (one process per node, composed, and fused). Every process, and this
 test's own node, stays on this machine (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST, and
 ROS_LOCALHOST_ONLY=1 on Humble) in domain ROS_DOMAIN_ID (taken from the environment, else a
 random one in 1..100). The replay drives
