@@ -121,7 +121,8 @@ class Client:
             )
             for index, (topic, size) in enumerate(ends.inputs)
         ]
-        self.received = 0
+        self.received = 0  # answers, or the ones given up on (``sample``)
+        self.answers = 0  # outputs received
         self.last_ns = 0
         self.times: list[float] = []
         self.lost = 0
@@ -133,6 +134,7 @@ class Client:
 
     def _on_output(self, _message) -> None:
         self.received += 1
+        self.answers += 1
         self.last_ns = time.perf_counter_ns()
 
     def publish(self) -> None:
@@ -156,6 +158,17 @@ class Client:
             self.publish()
             self.spin_until(1, 0.2)
         self.spin_until(self.received + 10**6, 0.3)  # drain late answers
+
+    def answers_per_pair(self, pairs: int = 5, wait_s: float = 0.1) -> float:
+        """Outputs per input pair, one pair at a time (1.0 for a graph that answers each
+        pair once; more means it answers a pair before all of it arrived, which the
+        ping-pong would time, and the rate test would count)."""
+        self.spin_until(self.received + 10**6, 0.3)  # drain late answers
+        before = self.answers
+        for _ in range(pairs):
+            self.publish()
+            self.spin_until(self.received + 10**6, wait_s)
+        return (self.answers - before) / pairs
 
     def sample(self, count: int) -> None:
         """``count`` ping-pongs, appended to ``times`` (us) or counted in ``lost``."""
@@ -354,6 +367,7 @@ def measure_defaults(path: Path, spec, args, skip: set[str]) -> tuple[dict, dict
             label: {
                 "timing": percentiles(client.times),
                 "lost": client.lost,
+                "answers": client.answers_per_pair(),
                 "sustained": client.sustained_hz(args.seconds),
             }
             for label, client in clients.items()
@@ -366,8 +380,14 @@ def measure_extra(spec, label: str, setting: str, cpu_latency_us: int, pin: bool
     enter = make_subjects(spec, cpu_latency_us, pin)[label]
     with enter(namespace_of(label, setting)) as client:
         client.sample(args.samples)
+        answers = client.answers_per_pair()
         sustained = client.sustained_hz(args.seconds)
-    return {"timing": percentiles(client.times), "lost": client.lost, "sustained": sustained}
+    return {
+        "timing": percentiles(client.times),
+        "lost": client.lost,
+        "answers": answers,
+        "sustained": sustained,
+    }
 
 
 def floors(inprocess: dict, results: dict) -> dict[str, tuple[float, float | None, str]]:
@@ -422,6 +442,8 @@ def report(inprocess: dict, results: dict, extras: dict, skipped: dict[str, str]
         ratio = result["timing"].median / floor
         verdict = ("met" if ratio <= limit else "MISSED") if setting == DEFAULTS else "(extra)"
         rate = "met" if result["sustained"] >= TARGET_RATE_HZ else "MISSED"
+        if result["answers"] > 1.01:
+            verdict = rate = "INVALID"
         print(
             f"  {mode:<20} {setting:<26} {timings(result)} {ratio:7.2f}x <= {limit:<4} "
             f"{verdict:<7}  {result['sustained']:>4} Hz {rate}{lost(result)}"
@@ -436,7 +458,14 @@ def timings(result: dict) -> str:
 
 
 def lost(result: dict) -> str:
-    return f"  ({result['lost']} timed out)" if result["lost"] else ""
+    """Notes on a row: ping-pongs that timed out, answers beyond one per input pair."""
+    notes = [f"{result['lost']} timed out"] if result["lost"] else []
+    if result["answers"] > 1.01:
+        notes.append(
+            f"INVALID: {result['answers']:.2f} answers per input pair: the ping-pong timed "
+            "the first of them, the rate test counted each"
+        )
+    return f"  ({'; '.join(notes)})" if notes else ""
 
 
 def main() -> None:
