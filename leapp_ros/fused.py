@@ -157,17 +157,21 @@ class FusedPipelineNode(PipelineNode):
             id(stage): {index for index, _, _ in (*stage.data_links, *stage.feedback_links)}
             for stage in self._stages
         }
+        # Every external input triggers a tick (the callbacks hold on to these objects).
+        self._triggers = frozenset(
+            (number, index)
+            for number, stage in enumerate(self._stages)
+            for index, port in enumerate(stage.plan.inputs)
+            if port.kind == "external"
+        )
+        self._pending = set(self._triggers)
+        self._stamps = dict.fromkeys(self._triggers, -float("inf"))
         self._readers: list[TopicReader] = []
-        self._pending: set[tuple[int, int]] = set()
-        self._triggers: frozenset[tuple[int, int]] = frozenset()
-        self._stamps: dict[tuple[int, int], float] = {}
-        triggers = set()
         for number, stage in enumerate(self._stages):
             topics: dict[str, list[int]] = {}
             for index, port in enumerate(stage.plan.inputs):
                 if port.kind == "external":
                     topics.setdefault(port.topic, []).append(index)
-                    triggers.add((number, index))
             for indices in topics.values():
                 reader = TopicReader(stage.plan.inputs, indices)
                 subscription = self.create_subscription(
@@ -193,9 +197,6 @@ class FusedPipelineNode(PipelineNode):
                 stage.publishers.append(publisher)
                 target = stage.publish_later if intermediate else stage.publish_now
                 target.append((index, publisher, writer))
-        self._triggers = frozenset(triggers)
-        self._pending = set(triggers)
-        self._stamps = dict.fromkeys(triggers, -float("inf"))
         self._stamped = any(
             writer.stamped
             for stage in self._stages

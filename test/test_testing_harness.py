@@ -38,7 +38,9 @@ def seed(tmp_path_factory):
     return export_seed(tmp_path_factory.mktemp("seed"))
 
 
-graph = graph_fixture(lambda request: request.getfixturevalue("seed").path, composed=[False, True])
+graph = graph_fixture(
+    lambda request: request.getfixturevalue("seed").path, modes=["processes", "composed", "fused"]
+)
 
 
 def seed_inputs(state=None, velocity=None) -> dict[str, torch.Tensor]:
@@ -164,9 +166,13 @@ def test_status_counts_every_run_of_every_node(graph):
     )
     status = graph.status()
     assert all(s["state"] == "ready" and s["errors"] == s["dropped"] == 0 for s in status.values())
-    # policy and the probe read obs, the probe reads action
-    assert status["preprocess"]["subscribers"] == {"/torch_pipeline/preprocess/obs": 2}
+    # policy and the probe read obs (fused: the probe only, policy gets it in memory), the
+    # probe reads action
+    readers = 1 if graph.fused else 2
+    assert status["preprocess"]["subscribers"] == {"/torch_pipeline/preprocess/obs": readers}
     assert status["policy"]["subscribers"] == {"/torch_pipeline/policy/action": 1}
+    if graph.fused:
+        assert {s["fused"] for s in status.values()} == {"/torch_pipeline/leapp_fused"}
 
 
 def test_step_rejects_an_input_the_pipeline_does_not_have(graph):

@@ -92,6 +92,7 @@ from leapp_ros.testing.probe import (
 
 __all__ = [
     "DOMAIN_IDS",
+    "MODES",
     "GraphAssertionError",
     "GraphUnderTest",
     "Probe",
@@ -106,11 +107,21 @@ __all__ = [
 Export = PipelinePlan | str | os.PathLike[str]
 
 
+MODES: dict[str, dict[str, bool]] = {
+    "processes": {},
+    "composed": {"composed": True},
+    "fused": {"fused": True},
+}
+"""The ways to run a graph, as :class:`GraphUnderTest` arguments: one process per node,
+every node in one process, the whole pipeline in one node."""
+
+
 def graph_fixture(
     export: Export | Callable[[Any], Export],
     *,
     scope: str = "module",
     composed: bool | Sequence[bool] = False,
+    modes: Sequence[str] | None = None,
     **options: Any,
 ) -> Any:
     """A pytest fixture yielding a started :class:`GraphUnderTest`; assign it to a module or
@@ -122,18 +133,24 @@ def graph_fixture(
         scope: the fixture's scope; the graph starts once per scope.
         composed: ``True`` for one process for every node; a list such as ``[False, True]``
             parametrizes the fixture (test ids ``processes`` and ``composed``).
+        modes: names of :data:`MODES` (``["processes", "composed", "fused"]``): parametrizes
+            the fixture, one graph per mode (test ids the names); wins over ``composed``.
         options: further :class:`GraphUnderTest` arguments (``timeout_s``, ``namespace``...).
     """
     import pytest
 
-    modes = list(composed) if isinstance(composed, (list, tuple)) else None
-    ids = None if modes is None else ["composed" if mode else "processes" for mode in modes]
+    if modes is None and isinstance(composed, (list, tuple)):
+        modes = ["composed" if mode else "processes" for mode in composed]
+    unknown = sorted(set(modes or ()) - MODES.keys())
+    if unknown:
+        raise ValueError(f"unknown graph modes {unknown}; choose among {list(MODES)}")
+    params = None if modes is None else list(modes)
 
-    @pytest.fixture(scope=scope, params=modes, ids=ids)
+    @pytest.fixture(scope=scope, params=params, ids=params)
     def graph(request: Any) -> Any:
         source = export(request) if callable(export) else export
-        mode = request.param if modes is not None else bool(composed)
-        with GraphUnderTest(source, composed=mode, **options) as started:
+        mode = MODES[request.param] if params is not None else {"composed": bool(composed)}
+        with GraphUnderTest(source, **mode, **options) as started:
             yield started
 
     return graph

@@ -116,8 +116,8 @@ def topic_problems(
         plan: the pipeline plan.
         node: an rclpy node in the graph's domain.
         latest: per output topic (absolute), the newest message received, or None.
-        publisher: the ROS node that publishes every output (a fused node); None: each
-            pipeline node publishes its own.
+        publisher: the ROS node that publishes every output and subscribes to every
+            external input (a fused node); None: each pipeline node has its own.
     """
     expected = dict(plan.topics())
     found = dict(node.get_topic_names_and_types())
@@ -147,11 +147,12 @@ def topic_problems(
                     f"{topic}: expected messages of shape {list(output.shape)}, received {dims}"
                 )
         for port in plan_node.inputs:
-            if port.topic is None:
-                continue
+            if port.topic is None or (publisher and port.kind != "external"):
+                continue  # a fused node takes other nodes' outputs in memory
             topic = plan.resolve(port.topic)
-            if plan_node.name not in _names(node.get_subscriptions_info_by_topic(topic)):
-                problems.append(f"{topic}: not subscribed by node {plan_node.name!r}")
+            expected = publisher or plan_node.name
+            if expected not in _names(node.get_subscriptions_info_by_topic(topic)):
+                problems.append(f"{topic}: not subscribed by node {expected!r}")
     return problems
 
 
