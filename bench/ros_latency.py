@@ -265,6 +265,7 @@ def running_graph(processes) -> Iterator[None]:
 def make_subjects(spec, cpu_latency_us: int = -1, pin: bool = False) -> dict[str, Callable]:
     """Every graph of this bench by label: ``enter(namespace)`` is a context manager that
     yields a primed :class:`Client`. ``cpu_latency_us`` < 0: no CPU latency request."""
+    from leapp_ros.intra_process import IntraProcessBus
     from leapp_ros.node import PipelineNode
     from leapp_ros.processes import plan_processes
 
@@ -284,7 +285,10 @@ def make_subjects(spec, cpu_latency_us: int = -1, pin: bool = False) -> dict[str
         return lambda ns: separate_client(spec, ns, lambda plan: echo_processes(nodes(plan), ns))
 
     def pipeline_nodes(context, plan) -> list:
+        """As leapp_container composes them: one intra-process bus for the pipeline's nodes
+        (the client stays on the middleware, as another component would)."""
         overrides = parameters(spec.path, cpu_latency_us)
+        bus = IntraProcessBus()
         return [
             PipelineNode(
                 node.name,
@@ -292,6 +296,7 @@ def make_subjects(spec, cpu_latency_us: int = -1, pin: bool = False) -> dict[str
                 context=context,
                 spec=spec,
                 parameter_overrides=overrides,
+                bus=bus,
             )
             for node in plan.nodes
         ]

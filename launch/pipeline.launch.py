@@ -182,6 +182,8 @@ def component_container(plan: PipelinePlan, process: ProcessPlan) -> ComposableN
             name=node,
             namespace=plan.namespace,
             parameters=ros_parameters(process, {"spec_path": spec_path, "pipeline_node": node}),
+            # values between the pipeline's nodes skip the middleware (leapp_ros.intra_process)
+            extra_arguments=[{"use_intra_process_comms": True}],
         )
         for node in process.pipeline_nodes
     ]

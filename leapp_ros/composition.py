@@ -16,10 +16,11 @@ launch_ros's ``ComposableNodeContainer`` and ``LoadComposableNodes``). The conta
     parameter overrides (``spec_path`` at least; a name the node does not have is ignored with a
     warning, QoS overrides of topics it does not use silently), ``log_level`` (10 debug, 20
     info, 30 warn, 40 error, 50 fatal; 0 leaves it) the level of its logger.
-    ``extra_arguments``: ``use_intra_process_comms`` (a bool; accepted and ignored, rclpy has no
-    intra-process transport) and ``forward_global_arguments`` (false only); anything else is
-    refused. The response has the node's unique id (1, 2, ..., never reused)
-    and its full name (``/ns/name``).
+    ``extra_arguments``: ``use_intra_process_comms`` (a bool, default false as in rclcpp: true
+    puts the node on the container's :class:`~leapp_ros.intra_process.IntraProcessBus`, so
+    values between it and the other nodes on it skip the middleware) and
+    ``forward_global_arguments`` (false only); anything else is refused. The response has
+    the node's unique id (1, 2, ..., never reused) and its full name (``/ns/name``).
 ``~/_container/unload_node`` (``UnloadNode``)
     Stops the node with that id (it publishes its ``stopping`` status), removes it from the
     executor and destroys it.
@@ -47,6 +48,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from leapp.errors import LeappError
+from leapp_ros.intra_process import IntraProcessBus
 
 __all__ = [
     "CONTAINER_NAME",
@@ -97,6 +99,7 @@ class ComponentContainer:
         self._nodes = nodes
         self._components: dict[int, Any] = {}
         self._last_id = 0
+        self.bus = IntraProcessBus()  # of the nodes loaded with use_intra_process_comms
 
     def add(self, component: Any) -> int:
         """Register a node created otherwise (an EXPORT's pipeline node); its unique id."""
@@ -129,7 +132,7 @@ class ComponentContainer:
             CompositionError: the request cannot be served (see the module documentation).
         """
         _check_plugin(request.package_name, request.plugin_name)
-        _check_extra_arguments(request.extra_arguments)
+        intra_process = _check_extra_arguments(request.extra_arguments)
         level = _log_level(request.log_level)
         parameters = _parameters(request.parameters)
         arguments = node_arguments(request.remap_rules, request.node_name, request.node_namespace)
@@ -139,7 +142,8 @@ class ComponentContainer:
             from rclpy.logging import set_logger_level
 
             set_logger_level(logger_name, level)
-        component = self._create(full_name, parameters, arguments)
+        bus = self.bus if intra_process else None
+        component = self._create(full_name, parameters, arguments, bus)
         self._nodes.append(component)
         self.node.executor.add_node(component)
         ignored = sorted(
@@ -199,7 +203,9 @@ class ComponentContainer:
             "give it the same cpu_affinity, or load it into another container"
         )
 
-    def _create(self, full_name: str, parameters: list[Any], arguments: list[str]) -> Any:
+    def _create(
+        self, full_name: str, parameters: list[Any], arguments: list[str], bus: Any
+    ) -> Any:
         from rclpy.exceptions import ParameterException
 
         from leapp_ros.node import PipelineNode
@@ -212,6 +218,7 @@ class ComponentContainer:
                 parameter_overrides=parameters,
                 cli_args=arguments,
                 use_global_arguments=False,
+                bus=bus,
             )
         except Exception as e:
             _restore_cpus(cpus)
@@ -311,9 +318,11 @@ def _check_plugin(package: str, plugin: str) -> None:
         )
 
 
-def _check_extra_arguments(arguments: Sequence[Any]) -> None:
+def _check_extra_arguments(arguments: Sequence[Any]) -> bool:
+    """Refuse what the container does not take; whether ``use_intra_process_comms`` is on."""
     from rcl_interfaces.msg import ParameterType
 
+    intra_process = False
     for argument in arguments:
         name, value = argument.name, argument.value
         if name not in ("use_intra_process_comms", "forward_global_arguments"):
@@ -329,6 +338,9 @@ def _check_extra_arguments(arguments: Sequence[Any]) -> None:
                 "ROS arguments (its -r __node:= and __ns:=) would rename the node; put what "
                 "the node needs into the request's remap rules and parameters"
             )
+        if name == "use_intra_process_comms":
+            intra_process = value.bool_value
+    return intra_process
 
 
 def _log_level(level: int) -> int | None:

@@ -156,10 +156,12 @@ def _preload(
     its name remaps."""
     from rclpy.parameter import Parameter
 
+    from leapp_ros.intra_process import IntraProcessBus
     from leapp_ros.node import PipelineNode
 
     spec_path = Parameter("spec_path", Parameter.Type.STRING, str(spec.path))
     arguments = without_name_remaps(ros)
+    bus = container.bus if container is not None else IntraProcessBus()
     for name in chosen:
         node = PipelineNode(
             name,
@@ -169,6 +171,7 @@ def _preload(
             parameter_overrides=[spec_path],
             cli_args=arguments,
             use_global_arguments=False,
+            bus=bus,  # intra-process communication between the export's nodes
         )
         nodes.append(node)
         if container is not None:

@@ -46,7 +46,9 @@ from typing import Any
 
 from leapp.spec import Spec
 from leapp_ros.executor import run_nodes, startup_failure
-from leapp_ros.node import PipelineNode, _summary
+from leapp_ros.messages import MessageError
+from leapp_ros.node import PipelineNode
+from leapp_ros.node_log import one_line
 from leapp_ros.plan import NodePlan, PipelinePlan, make_plan
 from leapp_ros.settings import (
     StartupError,
@@ -225,7 +227,7 @@ class FusedPipelineNode(PipelineNode):
                 decoded = read(message)
             except Exception as e:  # MessageError, or one no codec expected: never die of it
                 stage.dropped += 1
-                problem = e if type(e).__name__ == "MessageError" else _summary(e)
+                problem = e if isinstance(e, MessageError) else one_line(e)
                 self._warn(reader.topic, f"dropped a message on {reader.resolved}: {problem}")
                 return
             if check and (bad := nonfinite(decoded, check)):
@@ -309,7 +311,7 @@ class FusedPipelineNode(PipelineNode):
             self._warn(
                 f"\0model {stage.name}",
                 f"node {stage.name!r}: the model failed and this run was skipped: "
-                f"{_summary(e)} (the full error is logged at debug level)",
+                f"{one_line(e)} (the full error is logged at debug level)",
             )
             self.get_logger().debug(f"{stage.name}: {type(e).__name__}: {e}")
             return None

@@ -55,7 +55,9 @@ from leapp.errors import LeappError
 from leapp.spec import Spec
 from leapp_ros.cpu_settings import CpuLatencyRequest, CpuSettingsError, pin_process
 from leapp_ros.executor import run_nodes, startup_failure
+from leapp_ros.intra_process import IntraProcessBus, publish_through
 from leapp_ros.messages import MessageError
+from leapp_ros.node_log import RateLimitedLog, one_line
 from leapp_ros.plan import METADATA_QOS, STATUS_TOPIC, make_plan
 from leapp_ros.settings import (
     StartupError,
@@ -73,7 +75,6 @@ __all__ = ["PipelineNode", "StartupError", "main"]
 PROGRAM = "leapp_node"
 STATUS_PERIOD_S = 1.0
 STOP_ACK_TIMEOUT_S = 0.5
-WARNING_PERIOD_S = 1.0  # at most one warning per topic (and one for model errors) per period
 
 USAGE = f"""usage: {PROGRAM} --ros-args -r __node:=<node> [-r __ns:=/<namespace>]
                   -p spec_path:=<export folder or yaml> [-p pipeline_node:=<node>]
@@ -94,6 +95,8 @@ class PipelineNode(Node):
         cli_args: ROS arguments of this node only (``--ros-args -r __node:=policy ...``).
         use_global_arguments: False to ignore the process's own ROS arguments (a node loaded
             into a component container takes only those of its load request).
+        bus: the intra-process bus of the process (:mod:`leapp_ros.intra_process`): values
+            go to and come from the other pipeline nodes on it without the middleware.
 
     Raises:
         StartupError: the spec, the model, the parameters or the initial values are unusable;
@@ -110,6 +113,7 @@ class PipelineNode(Node):
         parameter_overrides: Sequence[Parameter] = (),
         cli_args: Sequence[str] | None = None,
         use_global_arguments: bool = True,
+        bus: IntraProcessBus | None = None,
     ):
         super().__init__(
             node_name,
@@ -121,10 +125,12 @@ class PipelineNode(Node):
         )
         self._runs = self._received = self._dropped = self._stale = self._errors = 0
         self._nonfinite_inputs = self._nonfinite_outputs = 0
-        self._warned: dict[str, tuple[float, int]] = {}
+        self._warnings = RateLimitedLog(self.get_logger())
         self._leapp_timers: list[Any] = []
         self._cpu_latency: CpuLatencyRequest | None = None
         self._cpu_affinity: tuple[int, ...] | None = None
+        self._bus = bus
+        self._bus_exits: list[Any] = []  # what leaves the bus when the node is destroyed
         try:
             self._start(spec)
         except BaseException:
@@ -202,6 +208,9 @@ class PipelineNode(Node):
                 qos_overriding_options=overrides,
             )
             reader.resolved = subscription.topic_name  # after remapping: the name users see
+            if self._bus is not None:
+                deliver = self._on_value_callback(reader)
+                self._bus_exits.append(self._bus.subscribe(reader.resolved, deliver))
         self._output_publishers = [
             self.create_publisher(
                 writer.message_class,
@@ -212,6 +221,9 @@ class PipelineNode(Node):
             for port, writer in zip(self.plan.outputs, self._writers, strict=True)
         ]
         self._stamped = any(writer.stamped for writer in self._writers)
+        self._topics = [publisher.topic_name for publisher in self._output_publishers]
+        if self._bus is not None:
+            self._bus_exits += [self._bus.advertise(topic) for topic in self._topics]
         self._create_status_and_timers()
 
     def _create_status_and_timers(self) -> None:
@@ -233,7 +245,9 @@ class PipelineNode(Node):
         self.get_logger().info(f"holding a CPU latency request of {microseconds} us")
 
     def destroy_node(self) -> None:
-        """Destroy the node and end its CPU latency request, if any."""
+        """Destroy the node, leave the intra-process bus and end the CPU latency request."""
+        while self._bus_exits:
+            self._bus_exits.pop()()
         if self._cpu_latency is not None:
             self._cpu_latency.release()
         super().destroy_node()
@@ -241,7 +255,37 @@ class PipelineNode(Node):
     # --- data path ----------------------------------------------------------------------
 
     def _on_message_callback(self, reader: TopicReader) -> Any:
-        topic, indices, read = reader.topic or "", reader.indices, reader.read
+        topic, read, accept = reader.topic or "", reader.read, self._accept_callback(reader)
+        produced_here = self._bus.produces if self._bus is not None else None
+
+        def on_message(message: Any) -> None:
+            if produced_here is not None and produced_here(reader.resolved):
+                return  # the middleware's copy of a value the bus delivered already
+            self._received += 1
+            try:
+                decoded = read(message)
+            except Exception as e:  # MessageError, or one no codec expected: never die of it
+                self._dropped += 1
+                problem = e if isinstance(e, MessageError) else one_line(e)
+                self._warn(topic, f"dropped a message on {reader.resolved}: {problem}")
+                return
+            accept(decoded)
+
+        return on_message
+
+    def _on_value_callback(self, reader: TopicReader) -> Any:
+        """What the intra-process bus calls with another node's output value."""
+        accept, count = self._accept_callback(reader), len(reader.indices)
+
+        def on_value(value: Any) -> None:
+            self._received += 1
+            accept([value] * count)
+
+        return on_value
+
+    def _accept_callback(self, reader: TopicReader) -> Any:
+        """Takes the decoded values of a topic's ports: checks, stores, fires."""
+        indices = reader.indices
         values, stamps, pending = self._values, self._stamps, self._pending
         triggers = [i for i in indices if i in self._triggers]
         on_inputs = self.firing.mode == "inputs"
@@ -250,15 +294,7 @@ class PipelineNode(Node):
             n for n, index in enumerate(indices) if index in self._float_inputs
         ]  # fmt: skip
 
-        def on_message(message: Any) -> None:
-            self._received += 1
-            try:
-                decoded = read(message)
-            except Exception as e:  # MessageError, or one no codec expected: never die of it
-                self._dropped += 1
-                problem = e if isinstance(e, MessageError) else _summary(e)
-                self._warn(topic, f"dropped a message on {reader.resolved}: {problem}")
-                return
+        def accept(decoded: list[Any]) -> None:
             if check and (bad := nonfinite(decoded, check)):
                 self._nonfinite_inputs += 1
                 ports = [self.plan.inputs[indices[n]].port for n in bad]
@@ -277,7 +313,7 @@ class PipelineNode(Node):
                 if not pending:
                     self._fire_on_inputs(now)
 
-        return on_message
+        return accept
 
     def _fire_on_inputs(self, now: float) -> None:
         age = self.firing.max_input_age_s
@@ -317,16 +353,21 @@ class PipelineNode(Node):
             for output, index in self._state_links:
                 self._values[index] = results[output]
             stamp = self.get_clock().now().to_msg() if self._stamped else None
-            for publisher, writer, value in zip(
-                self._output_publishers, self._writers, results, strict=True
-            ):
-                publisher.publish(writer.write(value, stamp))
+            if self._bus is None:
+                for publisher, writer, value in zip(
+                    self._output_publishers, self._writers, results, strict=True
+                ):
+                    publisher.publish(writer.write(value, stamp))
+            else:
+                publish_through(
+                    self._bus, self._topics, self._output_publishers, self._writers, results, stamp
+                )
         except Exception as e:
             self._errors += 1
             self._warn(
                 "\0model",
                 f"node {self.pipeline_node!r}: the model failed and this run was skipped: "
-                f"{_summary(e)} (the full error is logged at debug level)",
+                f"{one_line(e)} (the full error is logged at debug level)",
             )
             self.get_logger().debug(f"{type(e).__name__}: {e}")
             return
@@ -378,24 +419,8 @@ class PipelineNode(Node):
         return [self.pipeline_node]
 
     def _warn(self, key: str, text: str) -> None:
-        """Log ``text`` unless ``key`` was logged less than WARNING_PERIOD_S ago."""
-        now = time.monotonic()
-        last, suppressed = self._warned.get(key, (-math.inf, 0))
-        if now - last < WARNING_PERIOD_S:
-            self._warned[key] = (last, suppressed + 1)
-            return
-        if suppressed:
-            text += f" ({suppressed} similar message(s) not shown)"
-        self._warned[key] = (now, 0)
-        self.get_logger().warning(text)
-
-
-def _summary(error: Exception) -> str:
-    """One line about ``error`` (TorchScript puts the actual error on the last line)."""
-    lines = [line for line in str(error).splitlines() if line.strip()]
-    if len(lines) > 1:
-        return lines[-1].strip()
-    return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+        """Log ``text`` unless ``key`` was logged less than a second ago."""
+        self._warnings.warning(key, text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

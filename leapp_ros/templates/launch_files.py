@@ -196,6 +196,8 @@ def component(name: str, spec_path: str) -> ComposableNode:
             LaunchConfiguration("params_file"),
             {"spec_path": spec_path, "pipeline_node": name},
         ],
+        # values between the pipeline's nodes skip the middleware (leapp_ros.intra_process)
+        extra_arguments=[{"use_intra_process_comms": True}],
     )
 '''
 

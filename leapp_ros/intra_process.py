@@ -1,0 +1,91 @@
+"""Intra-process communication between the pipeline nodes of one process.
+
+rclpy has no intra-process transport: two nodes in one process exchange every message through
+the middleware (serialize, loopback, wake the executor, deserialize into new Python objects).
+An :class:`IntraProcessBus`, shared by the pipeline nodes of a component container
+(``use_intra_process_comms``, on for the nodes ``leapp-ros run --composed`` and the launch
+files start), hands each output value straight to the nodes of the same process that read its
+topic, as rclcpp's intra-process manager does for C++ nodes:
+
+- a producer calls the local readers of an output before publishing it: the consumer runs at
+  once, inside the producer's tick, on the very array (no copy, no message); the producer
+  publishes its pipeline results (outputs no local node reads) first, and the outputs it
+  handed over afterwards, so the end of the chain is not delayed by the middle;
+- every topic is still published and subscribed as before (``ros2 topic echo``, bags, other
+  processes and hosts see the same graph), and a consumer ignores the middleware's copy of a
+  message whose topic a node of its own bus publishes: a topic that a pipeline node of this
+  process produces takes no messages from anyone else.
+
+One bus per process (or per container); nodes join it when created with it and leave it when
+destroyed. Not thread-safe: the nodes of a container share one single-threaded executor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["IntraProcessBus", "publish_through"]
+
+Reader = Callable[[Any], None]
+
+
+class IntraProcessBus:
+    """Which topics nodes of this process publish, and who in this process reads them."""
+
+    def __init__(self) -> None:
+        self._readers: dict[str, list[Reader]] = {}
+        self._producers: dict[str, int] = {}
+
+    def subscribe(self, topic: str, reader: Reader) -> Callable[[], None]:
+        """Call ``reader(value)`` for every value a node of this process publishes on
+        ``topic`` (absolute name); returns the function that ends it."""
+        readers = self._readers.setdefault(topic, [])
+        readers.append(reader)
+        return lambda: readers.remove(reader)
+
+    def advertise(self, topic: str) -> Callable[[], None]:
+        """Declare that a node of this process publishes ``topic``; returns the function
+        that withdraws it."""
+        self._producers[topic] = self._producers.get(topic, 0) + 1
+
+        def withdraw() -> None:
+            self._producers[topic] -= 1
+            if not self._producers[topic]:
+                del self._producers[topic]
+
+        return withdraw
+
+    def readers(self, topic: str) -> list[Reader]:
+        """The local readers of ``topic`` (empty when none)."""
+        return self._readers.get(topic, [])
+
+    def produces(self, topic: str) -> bool:
+        """Whether a node of this process publishes ``topic``: its middleware messages are
+        copies of what the bus delivered already."""
+        return topic in self._producers
+
+
+def publish_through(
+    bus: IntraProcessBus,
+    topics: Sequence[str],
+    publishers: Sequence[Any],
+    writers: Sequence[Any],
+    values: Sequence[Any],
+    stamp: Any = None,
+) -> None:
+    """Publish one value per output (``topics`` their absolute names): the outputs no node of
+    the process reads first, then each handed-over value to its local readers, then those
+    outputs too (for everyone else)."""
+    handed = []
+    for topic, publisher, writer, value in zip(topics, publishers, writers, values, strict=True):
+        readers = bus.readers(topic)
+        if readers:
+            handed.append((readers, publisher, writer, value))
+        else:
+            publisher.publish(writer.write(value, stamp))
+    for readers, _, _, value in handed:
+        for reader in list(readers):
+            reader(value)
+    for _, publisher, writer, value in handed:
+        publisher.publish(writer.write(value, stamp))
