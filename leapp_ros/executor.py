@@ -29,7 +29,7 @@ from typing import Any
 
 from leapp.errors import LeappError
 
-__all__ = ["POLL_S", "make_executor", "run_nodes", "startup_failure"]
+__all__ = ["POLL_S", "make_executor", "node_main", "run_nodes", "startup_failure"]
 
 POLL_S = 0.2  # longest wait inside one spin_once, i.e. the worst signal latency when idle
 
@@ -122,6 +122,31 @@ def run_nodes(
         for node in nodes:
             node.destroy_node()
         context.try_shutdown()
+
+
+def node_main(
+    program: str, usage: str, make_node: Callable[[Any], Any], argv: Sequence[str] | None
+) -> int:
+    """The entry point of an executable running one node: ``make_node(context)`` after
+    checking that ``argv`` (the whole command line; None: sys.argv) holds only ROS arguments
+    (``-h``/``--help`` print ``usage``)."""
+    from rclpy.utilities import remove_ros_args
+
+    args = list(sys.argv if argv is None else argv)
+    try:
+        extra = remove_ros_args(args)[1:]
+    except Exception as e:  # rcl could not parse the ROS arguments
+        return startup_failure(program, f"invalid ROS arguments: {e}")
+    if extra and set(extra) <= {"-h", "--help"}:
+        print(usage)
+        return 0
+    if extra:
+        return startup_failure(program, f"unexpected arguments {extra}; see {program} --help")
+
+    def build(context: Any, nodes: list[Any]) -> None:
+        nodes.append(make_node(context))
+
+    return run_nodes(program, args, build, whole_process=argv is None)
 
 
 def _startup_errors() -> tuple[type[BaseException], ...]:

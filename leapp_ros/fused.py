@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leapp.spec import Spec
-from leapp_ros.executor import run_nodes, startup_failure
+from leapp_ros.executor import node_main
 from leapp_ros.messages import MessageError
 from leapp_ros.node import PipelineNode
 from leapp_ros.node_log import one_line
@@ -436,23 +436,7 @@ def _firing(plan: PipelinePlan, settings: dict[str, Any]) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``leapp_fused``; ``argv`` is the whole command line (default sys.argv)."""
-    from rclpy.utilities import remove_ros_args
-
-    args = list(sys.argv if argv is None else argv)
-    try:
-        extra = remove_ros_args(args)[1:]
-    except Exception as e:  # rcl could not parse the ROS arguments
-        return startup_failure(PROGRAM, f"invalid ROS arguments: {e}")
-    if extra and set(extra) <= {"-h", "--help"}:
-        print(USAGE)
-        return 0
-    if extra:
-        return startup_failure(PROGRAM, f"unexpected arguments {extra}; see {PROGRAM} --help")
-
-    def build(context: Any, nodes: list[Any]) -> None:
-        nodes.append(FusedPipelineNode(context=context))
-
-    return run_nodes(PROGRAM, args, build, whole_process=argv is None)
+    return node_main(PROGRAM, USAGE, lambda context: FusedPipelineNode(context=context), argv)
 
 
 if __name__ == "__main__":

@@ -20,20 +20,21 @@ node's own output fed back) stay inside the node: each run's output is the next 
 
 A malformed message (wrong length or layout, a JointState lacking a joint) is dropped,
 counted and logged (at most once a second per topic); an exception in the model is counted
-and logged (at most once a second) and the node keeps running. Every node publishes its
-status as JSON (``std_msgs/String``) on ``_leapp/status``
-(reliable, transient local, depth 1) when ready and then every second::
+and logged (at most once a second) and the node keeps running. Created with an intra-process
+bus (composed), it exchanges values with the other pipeline nodes of its process directly
+(:mod:`leapp_ros.intra_process`). Every node publishes its status as JSON
+(``std_msgs/String``) on ``_leapp/status`` (reliable, transient local, depth 1) when ready
+and then every second::
 
     {"node": "preprocess", "state": "ready", "runs": 12, "received": 24, "dropped": 0,
-     "stale": 0, "errors": 0, "nonfinite_inputs": 0, "nonfinite_outputs": 0,
-     "cpu_latency_us": null, "cpu_affinity": null,
-     "subscribers": {"/torch_pipeline/preprocess/obs": 1}}
+     "stale": 0, "errors": 0, "nonfinite_inputs": 0, "nonfinite_outputs": 0, "cpu_latency_us":
+     null, "cpu_affinity": null, "subscribers": {"/torch_pipeline/preprocess/obs": 1}}
 
-(``cpu_latency_us`` is the CPU latency request the node holds and ``cpu_affinity`` the CPUs it
-pinned its process to, null for none; ``subscribers`` the subscriptions each output topic's
-publisher has matched, so a tester knows when every hop of the graph is connected)
-and ``"state": "stopping"`` once on shutdown; it logs ``leapp node '<name>' ready`` when ready.
-Exit codes: 0 after SIGINT/SIGTERM, 2 for a startup problem (one error line on stderr).
+(``cpu_latency_us``: the CPU latency request held, ``cpu_affinity``: the CPUs pinned to, null
+for none; ``subscribers``: the subscriptions each output's publisher matched, so a tester
+knows when every hop is connected) and ``"state": "stopping"`` once on shutdown; it logs
+``leapp node '<name>' ready`` when ready. Exit codes: 0 after SIGINT/SIGTERM, 2 for a startup
+problem (one error line on stderr).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import math
 import sys
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from rclpy.duration import Duration
@@ -54,7 +56,7 @@ from std_msgs.msg import String
 from leapp.errors import LeappError
 from leapp.spec import Spec
 from leapp_ros.cpu_settings import CpuLatencyRequest, CpuSettingsError, pin_process
-from leapp_ros.executor import run_nodes, startup_failure
+from leapp_ros.executor import node_main
 from leapp_ros.intra_process import IntraProcessBus, publish_through
 from leapp_ros.messages import MessageError
 from leapp_ros.node_log import RateLimitedLog, one_line
@@ -222,8 +224,13 @@ class PipelineNode(Node):
         ]
         self._stamped = any(writer.stamped for writer in self._writers)
         self._topics = [publisher.topic_name for publisher in self._output_publishers]
+        self._publish_through = None
         if self._bus is not None:
             self._bus_exits += [self._bus.advertise(topic) for topic in self._topics]
+            self._publish_through = partial(
+                publish_through, self._bus, self._topics, self._output_publishers,
+                self._writers,
+            )  # fmt: skip
         self._create_status_and_timers()
 
     def _create_status_and_timers(self) -> None:
@@ -353,15 +360,13 @@ class PipelineNode(Node):
             for output, index in self._state_links:
                 self._values[index] = results[output]
             stamp = self.get_clock().now().to_msg() if self._stamped else None
-            if self._bus is None:
+            if self._publish_through is not None:
+                self._publish_through(results, stamp)
+            else:
                 for publisher, writer, value in zip(
                     self._output_publishers, self._writers, results, strict=True
                 ):
                     publisher.publish(writer.write(value, stamp))
-            else:
-                publish_through(
-                    self._bus, self._topics, self._output_publishers, self._writers, results, stamp
-                )
         except Exception as e:
             self._errors += 1
             self._warn(
@@ -425,24 +430,7 @@ class PipelineNode(Node):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``leapp_node``; ``argv`` is the whole command line (default sys.argv)."""
-    from rclpy.utilities import remove_ros_args
-
-    args = list(sys.argv if argv is None else argv)
-    try:
-        extra = remove_ros_args(args)[1:]
-    except Exception as e:  # rcl could not parse the ROS arguments
-        return startup_failure(PROGRAM, f"invalid ROS arguments: {e}")
-    if extra and set(extra) <= {"-h", "--help"}:
-        print(USAGE)
-        return 0
-    if extra:
-        problem = f"unexpected arguments {extra}; see {PROGRAM} --help"
-        return startup_failure(PROGRAM, problem)
-
-    def build(context: Any, nodes: list[Any]) -> None:
-        nodes.append(PipelineNode(context=context))
-
-    return run_nodes(PROGRAM, args, build, whole_process=argv is None)
+    return node_main(PROGRAM, USAGE, lambda context: PipelineNode(context=context), argv)
 
 
 if __name__ == "__main__":
