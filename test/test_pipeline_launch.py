@@ -1,5 +1,5 @@
-"""launch_testing test of launch/pipeline.launch.py with the seed export, in both deployment
-shapes (one process per node, and composed).
+"""launch_testing test of launch/pipeline.launch.py with the seed export, in the three
+deployment shapes (one process per node, composed, and fused).
 
 It needs the ROS 2 launch stack (launch, launch_ros, launch_testing, pytest < 9): a full ROS 2
 install, or scripts/setup.sh with ../shared/ros2-launch present (as on CI). Run it with
@@ -55,14 +55,21 @@ def seed_export() -> Path:
     return _exports[0]
 
 
+MODES = {  # launch arguments of the three deployment shapes
+    "processes": {},
+    "composed": {"composed": "true"},
+    "fused": {"fused": "true"},
+}
+
+
 @pytest.mark.launch_test
-@launch_testing.parametrize("composed", ["false", "true"])
-def generate_test_description(composed):
+@launch_testing.parametrize("mode", list(MODES))
+def generate_test_description(mode):
     export = seed_export()
     domain_id, _lock = claim_domain_id()  # held until this test process ends
     pipeline = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(str(LAUNCH_FILE)),
-        launch_arguments={"pipeline": str(export), "composed": composed}.items(),
+        launch_arguments={"pipeline": str(export), **MODES[mode]}.items(),
     )
     description = LaunchDescription(
         [

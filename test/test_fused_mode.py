@@ -1,0 +1,106 @@
+"""Fused mode over real DDS: one leapp_fused node runs the whole seed pipeline per tick, answers
+like eager PyTorch, leaves the intermediate topics out when asked, drops malformed and
+non-finite inputs without dying, passes leapp-ros verify --fused; and the ways to start it
+refuse what does not fit (composed, a choice of nodes)."""
+
+from __future__ import annotations
+
+import array
+import math
+
+import pytest
+import torch
+from ros_support import eager_seed, exited, export_seed, ros_graph
+from runner_support import SeedIO
+
+from leapp.spec import load
+from leapp_ros.cli import main
+from leapp_ros.plan import PlanError, make_plan
+from leapp_ros.processes import plan_processes
+from leapp_ros.testing import GraphUnderTest
+
+
+@pytest.fixture(scope="module")
+def seed(tmp_path_factory):
+    return export_seed(tmp_path_factory.mktemp("seed"))
+
+
+@pytest.fixture(scope="module")
+def fused_graph(seed):
+    with GraphUnderTest(seed.path, fused=True) as graph:
+        yield graph
+
+
+def fused_args(spec_path, *parameters: str) -> list[str]:
+    args = ["--ros-args", "-r", "__ns:=/torch_pipeline", "-p", f"spec_path:={spec_path}"]
+    for parameter in parameters:
+        args += ["-p", parameter]
+    return args
+
+
+def test_a_fused_graph_answers_every_tick_like_eager_pytorch(fused_graph, seed):
+    for _ in range(20):
+        state, velocity = torch.randn(6) * 3, torch.randn(3)
+        out = fused_graph.step({"preprocess/state": state, "preprocess/velocity": velocity})
+        obs, action = eager_seed(seed, state, velocity)
+        torch.testing.assert_close(out["preprocess/obs"], obs, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(out["policy/action"], action, rtol=1e-5, atol=1e-5)
+
+
+def test_malformed_and_nonfinite_inputs_are_dropped_counted_and_the_node_goes_on(
+    fused_graph, seed
+):
+    from std_msgs.msg import Float32MultiArray
+
+    before = fused_graph.status()["preprocess"]
+    publisher = fused_graph.probe.publisher("/torch_pipeline/preprocess/state", Float32MultiArray)
+    fused_graph.probe.wait_matched(publisher)
+    publisher.publish(Float32MultiArray(data=array.array("f", [1.0] * 5)))  # 5 of 6 values
+    publisher.publish(Float32MultiArray(data=array.array("f", [math.nan] * 6)))
+    fused_graph.probe.spin_until(
+        lambda: (
+            fused_graph.status()["preprocess"]["dropped"] == before["dropped"] + 1
+            and fused_graph.status()["preprocess"]["nonfinite_inputs"]
+            == before["nonfinite_inputs"] + 1
+        ),
+        5,
+        "the fused node to count one malformed and one NaN message",
+    )
+    state, velocity = torch.randn(6), torch.randn(3)
+    out = fused_graph.step({"preprocess/state": state, "preprocess/velocity": velocity})
+    torch.testing.assert_close(out["policy/action"], eager_seed(seed, state, velocity)[1])
+    assert fused_graph.status()["preprocess"]["errors"] == 0
+
+
+def test_publish_intermediate_false_leaves_the_intermediate_topics_out(seed, tmp_path):
+    starts = [("leapp_ros.fused", fused_args(seed.path, "publish_intermediate:=false"))]
+    with ros_graph(tmp_path, starts) as (probe, processes, _):
+        probe.wait_ready("/torch_pipeline", ["preprocess", "policy"], check=exited(processes))
+        state, velocity = torch.randn(6), torch.randn(3)
+        expected = eager_seed(seed, state, velocity)[1]
+        SeedIO(probe).step(state, velocity, expected, timeout_s=20)
+        assert probe.node.count_publishers("/torch_pipeline/policy/action") == 1
+        assert probe.node.count_publishers("/torch_pipeline/preprocess/obs") == 0
+
+
+def test_verify_fused_replays_the_examples_through_one_node(seed, capsys):
+    assert main(["verify", str(seed.path), "--fused"]) == 0
+    report = capsys.readouterr().out
+    assert "one node running the whole pipeline (fused)" in report
+
+
+def test_fused_takes_neither_composed_nor_a_choice_of_nodes(seed):
+    plan = make_plan(load(seed.path))
+    for options in ({"composed": True}, {"nodes": ["policy"]}):
+        with pytest.raises(PlanError, match="fused mode runs every node of the pipeline"):
+            plan_processes(plan, fused=True, **options)
+    (process,) = plan_processes(plan, fused=True, nodes=["preprocess", "policy"])
+    assert (process.executable, process.node_name) == ("leapp_fused", "leapp_fused")
+    assert process.pipeline_nodes == ("preprocess", "policy")
+
+
+def test_run_refuses_fused_with_composed(seed, capsys):
+    with pytest.raises(SystemExit) as caught:
+        main(["run", str(seed.path), "--fused", "--composed"])
+    assert caught.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
