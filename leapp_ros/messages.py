@@ -16,7 +16,8 @@ comment defines it (for shape ``[4, 6]``: strides 24 and 6). A 0-d tensor has no
 element.
 
 Receiving checks what arrived against the port and raises :class:`MessageError` naming what
-was expected and what came: the number of elements must match, ``data_offset`` must be 0, and
+was expected and what came: the message must be the port's MultiArray type (its ``data`` of the
+port's wire type), the number of elements must match, ``data_offset`` must be 0, and
 a non-empty layout must have the port's sizes axis by axis (a stride must be the row-major one,
 or 0 when a sender left it unset). **An empty layout is accepted** when the element count is
 right, so a quick ``ros2 topic pub /ns/node/input std_msgs/msg/Float32MultiArray "{data: [1,
@@ -208,10 +209,11 @@ class PortCodec:
         dims = layout.dim
         if (
             len(data) != self.size
+            or data.typecode != self._typecode
             or layout.data_offset != 0
             or (dims and [(dim.size, dim.stride) for dim in dims] != self._dims)
         ):
-            self._check(data, layout)
+            self._check(message)
         values = np.frombuffer(data, self._numpy)
         if self._reshape:
             values = values.reshape(self.shape)
@@ -229,8 +231,9 @@ class PortCodec:
         """The tensor in ``message``, sharing its memory when no cast is needed.
 
         Raises:
-            MessageError: wrong element count, non-zero ``data_offset``, or a non-empty layout
-                whose dims are not the port's shape.
+            MessageError: another MultiArray type than the port's, wrong element count,
+                non-zero ``data_offset``, or a non-empty layout whose dims are not the port's
+                shape.
         """
         import torch
 
@@ -239,10 +242,11 @@ class PortCodec:
         dims = layout.dim
         if (
             len(data) != self.size
+            or data.typecode != self._typecode
             or layout.data_offset != 0
             or (dims and [(dim.size, dim.stride) for dim in dims] != self._dims)
         ):
-            self._check(data, layout)
+            self._check(message)
         values = torch.from_numpy(np.frombuffer(data, self._numpy))
         if self._reshape:
             values = values.reshape(self.shape)
@@ -257,8 +261,14 @@ class PortCodec:
         dims = [self._dim_class(label=a, size=b, stride=c) for a, b, c in self._labelled]
         return self.message_class(layout=self._layout_class(dim=dims, data_offset=0))
 
-    def _check(self, data: Any, layout: Any) -> None:
+    def _check(self, message: Any) -> None:
+        data, layout = message.data, message.layout
         expected = f"{self.size} {self.dtype} element(s) of shape {list(self.shape)}"
+        if data.typecode != self._typecode:
+            raise MessageError(
+                f"expected a {self.message_class.__name__} for {expected}, got a "
+                f"{type(message).__name__} (array typecode {data.typecode!r})"
+            )
         if len(data) != self.size:
             raise MessageError(f"expected {expected}, got {len(data)} element(s)")
         if layout.data_offset != 0:

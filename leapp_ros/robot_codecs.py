@@ -82,6 +82,20 @@ def _field(message: Any, field: str, count: int, what: str) -> np.ndarray:
     return np.asarray(data, np.float64)
 
 
+def _cast(values: np.ndarray, dtype: np.dtype, what: str) -> np.ndarray:
+    """``values`` (float64) as ``dtype``; an integer port refuses what it cannot hold."""
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        # float(info.max) + 1 is exact: 2**bits (or 2**(bits-1)), where a cast would wrap.
+        held = (values >= info.min) & (values < float(info.max) + 1)  # NaN is not held
+        if not held.all():
+            raise MessageError(
+                f"{what} carries {values[~held].tolist()} for a port of dtype {dtype}, which "
+                f"holds {info.min}..{info.max} only; send finite values in that range"
+            )
+    return values.astype(dtype)
+
+
 class InputDecoder:
     """Decodes one subscription's messages into the arrays of the ports it feeds.
 
@@ -106,11 +120,12 @@ class InputDecoder:
         """One array per port (the port's dtype and shape), in the order of ``ports``.
 
         Raises:
-            MessageError: missing joints, fields whose length is not the number of names.
+            MessageError: missing joints, fields whose length is not the number of names, a
+                value an integer port cannot hold (NaN, infinite, out of its range).
         """
         if self.message_type != JOINT_STATE:
             return [
-                np.array(get(message), dtype).reshape(shape)
+                _cast(np.array(get(message), np.float64), dtype, self._what).reshape(shape)
                 for get, (_, dtype, shape) in zip(self._getters, self._ports, strict=True)
             ]
         names = message.name
@@ -121,7 +136,7 @@ class InputDecoder:
             if data is None:
                 data = _field(message, binding.field, len(names), "JointState")
                 fields[binding.field] = data
-            values.append(data[pick].astype(dtype).reshape(shape))
+            values.append(_cast(data[pick], dtype, self._what).reshape(shape))
         return values
 
     def encode(self, values: Sequence[Any], stamp: Any = None) -> Any:
