@@ -1,7 +1,8 @@
 """Reading a spec: the YAML document into a :class:`~leapp.spec.schema.Spec`, with every problem.
 
 The checks behind :func:`leapp.spec.load` and :func:`leapp.spec.dump` (the artifacts' checksums
-aside, which :mod:`leapp.spec.checksums` checks).
+aside, which :mod:`leapp.spec.checksums` checks). :func:`read_yaml` (from
+:mod:`leapp.spec.document`) reads the document.
 
 Every check appends to a list of problems instead of stopping at the first one, so a user
 sees everything that is wrong with a spec at once. A problem reads
@@ -11,13 +12,14 @@ sees everything that is wrong with a spec at once. A problem reads
 
 from __future__ import annotations
 
-import functools
+import math
+import reprlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from leapp.errors import SpecError
+from leapp.spec.document import read_yaml
 from leapp.spec.schema import (
     BACKENDS,
     DTYPES,
@@ -44,6 +46,8 @@ _PARAMETER_KEYS = (
     "torch_version",
 )
 _PIPELINE_KEYS = (*FLOW_KEYS, "inputs", "outputs", "initial_values", "examples", "configs")
+#: the most elements a port may have, and the largest size of an axis: torch sizes are int64
+MAX_ELEMENTS = 2**63 - 1
 
 
 class _Problems(list):  # type: ignore[type-arg]
@@ -59,69 +63,6 @@ class _Problems(list):  # type: ignore[type-arg]
 
     def add(self, where: str, message: str) -> None:
         self.append(f"{where}: {message}")
-
-
-def read_yaml(path: Path) -> tuple[dict[Any, Any], list[str]]:
-    """The top-level mapping of ``path`` and the duplicate-key problems found on the way.
-
-    Raises:
-        SpecError: the file cannot be read, is not YAML, or is not a mapping.
-    """
-    import yaml
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise SpecError(
-            f"{path}: cannot read the spec ({e}); check the file exists and is UTF-8 text",
-            (f"{path}: unreadable: {e}",),
-        ) from e
-    loader = _loader_class()(text)
-    try:
-        data = loader.get_single_data()
-    except yaml.YAMLError as e:
-        raise SpecError(
-            f"{path}: not valid YAML: {e}\nFix the syntax at the position shown, or re-export.",
-            (f"{path}: invalid YAML: {e}",),
-        ) from e
-    finally:
-        loader.dispose()
-    if not isinstance(data, dict):
-        found = type(data).__name__
-        raise SpecError(
-            f"{path}: expected a YAML mapping with models, pipeline and system information, "
-            f"but found {found}; is this a leapp spec?",
-            (f"{path}: expected a mapping but found {found}",),
-        )
-    problems = [
-        f"line {line}: duplicate key {key!r}; a later entry silently replaces an earlier one, "
-        "keep only one"
-        for line, key in loader.duplicates
-    ]
-    return data, problems
-
-
-@functools.cache
-def _loader_class() -> type:
-    import yaml
-
-    class SpecLoader(yaml.SafeLoader):
-        """Safe loader that records duplicate mapping keys instead of dropping them."""
-
-        def __init__(self, stream: str) -> None:
-            super().__init__(stream)
-            self.duplicates: list[tuple[int, str]] = []
-
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            seen: set[str] = set()
-            for key_node, _ in node.value:
-                if isinstance(key_node, yaml.ScalarNode):
-                    if key_node.value in seen:
-                        self.duplicates.append((key_node.start_mark.line + 1, key_node.value))
-                    seen.add(key_node.value)
-            return super().construct_mapping(node, deep=deep)
-
-    return SpecLoader
 
 
 def parse_spec(raw: Mapping[Any, Any], *, name: str, path: Path | None) -> tuple[Spec, list[str]]:
@@ -177,14 +118,37 @@ def check_extras(spec: Spec) -> list[str]:
 _MISSING = object()
 _NAME = "a non-empty string without '/'"
 _FILE = "a file name relative to the YAML"
+_SHAPE = "a list of non-negative integers"
 _HEX = set("0123456789abcdefABCDEF")
+
+
+def _short_repr() -> reprlib.Repr:
+    """``repr`` bounded in depth and length: a value may be huge or share itself (aliases)."""
+    short = reprlib.Repr()
+    short.maxlevel, short.maxlist, short.maxstring, short.maxlong = 3, 8, 50, 40
+    return short
+
+
+_SHORT = _short_repr()
 
 
 def _found(value: Any) -> str:
     if isinstance(value, Mapping):
         return "a mapping"
-    text = repr(value)
+    try:
+        text = _SHORT.repr(value)
+    except ValueError:  # an int of more than 4300 digits (sys.set_int_max_str_digits)
+        return f"an {type(value).__name__} too long to show"
     return text if len(text) < 60 else f"{text[:56]}...]"
+
+
+def _is_positive_number(value: Any) -> bool:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return value > 0 and math.isfinite(value)  # an int beyond float range overflows
+    except OverflowError:
+        return False
 
 
 def _is_int(value: Any) -> bool:
@@ -209,12 +173,8 @@ _OK: dict[str, Callable[[Any], bool]] = {
     f"one of {', '.join(DTYPES)}": lambda v: v in DTYPES,
     f"one of {', '.join(BACKENDS)}, null": lambda v: v in BACKENDS,
     "'tensor'": lambda v: v == "tensor",
-    "a list of non-negative integers": lambda v: (
-        isinstance(v, list) and all(_is_int(d) and d >= 0 for d in v)
-    ),
-    "a positive number": lambda v: (
-        isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-    ),
+    _SHAPE: lambda v: isinstance(v, list) and all(_is_int(d) and d >= 0 for d in v),
+    "a positive finite number": _is_positive_number,
     "a positive integer": lambda v: _is_int(v) and v > 0,
     "a non-negative integer": lambda v: _is_int(v) and v >= 0,
     "32 hex digits": lambda v: isinstance(v, str) and len(v) == 32 and set(v) <= _HEX,
@@ -303,11 +263,11 @@ def _parse_port(entry: _Entry) -> TensorSpec | None:
     known_problems = len(entry.problems)
     name = entry.get("name", _NAME, required=True)
     dtype = entry.get("dtype", f"one of {', '.join(DTYPES)}", required=True)
-    shape = entry.get("shape", "a list of non-negative integers", required=True)
+    shape = _check_element_count(entry, entry.get("shape", _SHAPE, required=True))
     port_type = entry.get("type", "'tensor'", default="tensor", required=True)
     kind = entry.get("kind", "a string")
     names = _parse_element_names(entry, shape)
-    period = entry.get("temporal_period_ms", "a positive number")
+    period = entry.get("temporal_period_ms", "a positive finite number")
     if name is None:
         return None
     port = TensorSpec(
@@ -323,6 +283,21 @@ def _parse_port(entry: _Entry) -> TensorSpec | None:
     if len(entry.problems) > known_problems:
         entry.problems.doubtful.add(id(port))
     return port
+
+
+def _check_element_count(entry: _Entry, shape: list[int] | None) -> list[int] | None:
+    """``shape``, or None (a problem) when it holds more elements than torch can count."""
+    count = 1
+    for size in shape or ():
+        count *= size
+        if size > MAX_ELEMENTS or count > MAX_ELEMENTS:
+            entry.problems.add(
+                f"{entry.where}.shape",
+                f"expected at most {MAX_ELEMENTS} elements (torch sizes are int64) but found "
+                f"shape {_found(shape)} (port {entry.items.get('name')!r}); fix the shape",
+            )
+            return None
+    return shape
 
 
 def _parse_element_names(port: _Entry, shape: list[int] | None) -> tuple[Any, ...] | None:
