@@ -19,22 +19,40 @@ __all__ = ["TorchModel", "load_node_model"]
 class TorchModel:
     """A :class:`leapp.run.model.Model` (jit, pt2) called with NumPy arrays."""
 
-    __slots__ = ("_call", "_from_numpy", "_no_grad", "_tensor", "backend", "model", "name")
+    __slots__ = (
+        "_call",
+        "_from_numpy",
+        "_grad",
+        "_ndarray",
+        "_set_grad",
+        "backend",
+        "model",
+        "name",
+    )
 
     def __init__(self, model: Any):
+        import numpy as np
         import torch
 
         self.model = model
         self.name = model.name
         self.backend = model.backend
-        self._call = model.call
+        self._call = model._call  # the artifact itself: gradients are off around it below
         self._from_numpy = torch.from_numpy
-        self._tensor = torch.Tensor
+        self._ndarray = np.ndarray
+        self._grad = torch.is_grad_enabled
+        self._set_grad = torch._C._set_grad_enabled
 
     def call(self, inputs: Sequence[Any]) -> list[Any]:
         """One array per output (a tensor where NumPy lacks the dtype: bfloat16)."""
-        tensor, from_numpy = self._tensor, self._from_numpy
-        results = self._call([v if isinstance(v, tensor) else from_numpy(v) for v in inputs])
+        ndarray, from_numpy = self._ndarray, self._from_numpy
+        tensors = [from_numpy(v) if v.__class__ is ndarray else v for v in inputs]
+        grad = self._grad()
+        self._set_grad(False)
+        try:
+            results = self._call(tensors)
+        finally:
+            self._set_grad(grad)
         return [_array(value) for value in results]
 
     def __repr__(self) -> str:
