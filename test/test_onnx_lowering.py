@@ -121,3 +121,14 @@ def test_complex_output_travels_as_real_pairs_and_reads_back_complex(tmp_path):
     dims = [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim]
     assert dims == [5, 2] and compiled.spec.model("node").outputs[0].dtype == "complex64"
     assert_matches_eager(compiled, fn, lambda: {"x": torch.randn(8)}, samples=10, atol=1e-4)
+
+
+def test_softplus_keeps_its_threshold_where_the_traced_inputs_never_reach_it(tmp_path):
+    def fn(x):
+        return torch.nn.functional.softplus(x, beta=2, threshold=3)
+
+    compiled = export_function(tmp_path, fn, {"x": torch.linspace(-1.0, 0.5, 8)}, "onnx")
+    model = load_model(compiled.spec, "node")
+    x = torch.linspace(1.0, 4.0, 8)  # 2x crosses the threshold 3 here: x itself above it
+    (got,) = model.run([x])
+    torch.testing.assert_close(got, fn(x), rtol=1e-5, atol=1e-5)

@@ -137,11 +137,31 @@ def _attempts(
             onnx_lowered(graph_module, example_inputs, node=node, opset=OPSET_VERSION, fully=fully)
         )
 
+    wrong = _written_wrongly(graph_module)
+    if wrong:  # the traced examples may not show it: go straight to the decomposition
+        logger.debug("node %s: %s; lowering it fully for ONNX", node, wrong)
+        return [("fully lowered", lowered(True))]
     return [
         ("as recorded", lambda: graph_module),
         ("lowered", lowered(False)),
         ("fully lowered", lowered(True)),
     ]
+
+
+_SOFTPLUS = {torch._C._nn.softplus, torch.nn.functional.softplus, torch.ops.aten.softplus.default}
+
+
+def _written_wrongly(graph_module: torch.fx.GraphModule) -> str | None:
+    """Why the exporter would write a call of ``graph_module`` wrongly for some inputs while
+    agreeing on others (the traced examples), or None: ONNX's Softplus has no threshold, so a
+    ``softplus`` whose threshold is low enough to matter becomes ``log1p(exp(beta x)) / beta``
+    everywhere."""
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target in _SOFTPLUS:
+            threshold = node.kwargs.get("threshold", node.args[2] if len(node.args) > 2 else 20)
+            if not isinstance(threshold, (int, float)) or threshold < 20:
+                return f"softplus with threshold {threshold} (ONNX's Softplus has none)"
+    return None
 
 
 class _RefusedError(Exception):
