@@ -13,12 +13,12 @@ leapp's own cost and the model calls.
   (client -> one node -> client).
 
 Composed: :func:`make_echo_node` on the client's context. One process per node
-(:func:`echo_processes` starts them)::
+(:func:`reference_processes` starts them, these and bench/hand_written_nodes.py's)::
 
     python bench/rclpy_reference.py NAME --namespace NS --input TOPIC:SIZE ... --output TOPIC:SIZE
 
-which prints ``echo node NAME ready`` once its topics exist and runs until SIGINT/SIGTERM, on
-the same process skeleton as leapp's nodes (:func:`leapp_ros.executor.run_nodes`).
+which prints ``reference node NAME ready`` once its topics exist and runs until SIGINT/SIGTERM,
+on the same process skeleton as leapp's nodes (:func:`leapp_ros.executor.run_nodes`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-READY = "echo node {name} ready"
+READY = "reference node {name} ready"  # printed by a reference process
 
 
 @dataclass(frozen=True)
@@ -121,22 +121,24 @@ def make_echo_node(echo: EchoNode, namespace: str, context: Any) -> Any:
 
 
 @contextlib.contextmanager
-def echo_processes(echoes: tuple[EchoNode, ...], namespace: str) -> Iterator[None]:
-    """Each echo node in a python process of its own, every one ready when this enters."""
+def reference_processes(nodes: tuple[Any, ...], namespace: str) -> Iterator[None]:
+    """Each reference node (an :class:`EchoNode`, or anything with a ``name`` and an
+    ``argv(namespace)`` whose process prints :data:`READY`) in a python process of its own,
+    every one ready when this enters."""
     import select
 
     from leapp_ros.processes import start_process
 
-    started = [start_process(echo.argv(namespace), os.environ) for echo in echoes]
+    started = [start_process(node.argv(namespace), os.environ) for node in nodes]
     try:
-        deadline = time.monotonic() + 60
-        for echo, process in zip(echoes, started, strict=True):
-            ready, text = READY.format(name=echo.name).encode(), b""
+        deadline = time.monotonic() + 90
+        for node, process in zip(nodes, started, strict=True):
+            ready, text = READY.format(name=node.name).encode(), b""
             while ready not in text:
                 left = deadline - time.monotonic()
                 if left <= 0 or process.poll() is not None:
                     error = process.stderr.read().decode() if process.poll() is not None else ""
-                    raise SystemExit(f"echo node {echo.name} not ready: {error[-2000:]}")
+                    raise SystemExit(f"reference node {node.name} not ready: {error[-2000:]}")
                 if select.select([process.stdout], [], [], left)[0]:
                     text += os.read(process.stdout.fileno(), 4096)
         yield
@@ -150,7 +152,7 @@ def echo_processes(echoes: tuple[EchoNode, ...], namespace: str) -> Iterator[Non
                 process.kill()
 
 
-def _port(text: str) -> tuple[str, int]:
+def parse_port(text: str) -> tuple[str, int]:
     topic, _, size = text.rpartition(":")
     return topic, int(size)
 
@@ -159,8 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("name")
     parser.add_argument("--namespace", required=True)
-    parser.add_argument("--input", type=_port, action="append", required=True)
-    parser.add_argument("--output", type=_port, required=True)
+    parser.add_argument("--input", type=parse_port, action="append", required=True)
+    parser.add_argument("--output", type=parse_port, required=True)
     args = parser.parse_args(argv)
     echo = EchoNode(args.name, tuple(args.input), args.output)
 

@@ -18,6 +18,12 @@ References, measured in this run on this machine (no figure of another machine i
 - plain rclpy echo graphs of the same shape (bench/rclpy_reference.py: the same topics,
   message sizes, QoS and executor, no model): the chain (one echo node per pipeline node) and
   the hop pair (client -> one echo node -> client), each composed and across processes;
+- hand-written rclpy policy nodes (bench/hand_written_nodes.py: the same topics, QoS and
+  executor; each node converts its messages with ``np.frombuffer``, calls its artifact the plain
+  way, ``torch.jit`` under ``no_grad`` or ``InferenceSession.run``, and publishes the result):
+  the chain (one node per pipeline node), composed and across processes, and a single node doing
+  both calls in one callback, composed and in its own process. Their action for a fixed input is
+  checked against ``leapp.Pipeline``'s (within 1e-5) once, when each graph starts;
 - the bare model calls (bench/bare_calls.py: hand-written, and the cheapest entries) and
   ``leapp.Pipeline.step``.
 
@@ -25,7 +31,12 @@ Floors: composed = plain composed chain + bare calls; one process per node = pla
 processes + bare calls; fused = hop pair (composed, resp. own process) + 1.5 x Pipeline.step.
 Bare calls are the cheapest entries for the verdicts (the hand-written form's floor is printed
 beside). Limits: composed <= 1.3x its floor, one process per node <= 1.2x, fused <= 1.0x, and
->= 1 kHz sustained with < 1 % of actions lost in every mode.
+>= 1 kHz sustained with < 1 % of actions lost in every mode. Beside the verdicts, without a
+limit, "x hand-written": a mode's median over the hand-written graph of its shape (composed:
+the composed chain; one process per node: the chain across processes; fused, composed: the
+single node composed; fused, own process: the single node in its own process). The floors hold
+the model calls at their hot-loop cost, which calls between middleware work do not reach on
+every machine; the hand-written graphs pay what leapp's graphs pay there.
 
 Latencies (median and p99 over ``--samples`` ping-pongs) of all subjects with the system's
 defaults are taken in ``--rounds`` alternating rounds, the in-process calls between them, so
@@ -63,18 +74,35 @@ from bare_calls import (  # noqa: E402
     time_interleaved,
 )
 from export import STEP, load_step  # noqa: E402
-from rclpy_reference import EchoNode, chain_of, echo_processes, hop_of, make_echo_node  # noqa: E402
+from graph_client import RATES_HZ, Client, composed_client, separate_client  # noqa: E402
+from hand_written_nodes import chain_of as hand_written_chain_of  # noqa: E402
+from hand_written_nodes import make_hand_written_node, single_of  # noqa: E402
+from rclpy_reference import chain_of, hop_of, make_echo_node, reference_processes  # noqa: E402
 
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("ROS_DOMAIN_ID", str(150 + os.getpid() % 80))
 
 TARGET_RATE_HZ = 1000.0
-RATES_HZ = (250, 500, 1000, 2000, 4000)
 CHAIN, CHAIN_PROCESSES = "plain rclpy chain, composed", "plain rclpy chain, one process per node"
 HOP, HOP_PROCESS = "plain rclpy hop pair, composed", "plain rclpy hop pair, own process"
 COMPOSED, PROCESSES = "composed", "one process per node"
 FUSED, FUSED_PROCESS = "fused, composed", "fused, own process"
-REFERENCES = (CHAIN, CHAIN_PROCESSES, HOP, HOP_PROCESS)
+HAND_CHAIN = "hand-written rclpy chain, composed"
+HAND_CHAIN_PROCESSES = "hand-written rclpy chain, one process per node"
+HAND_SINGLE, HAND_SINGLE_PROCESS = (
+    "hand-written single node, composed",
+    "hand-written single node, own process",
+)
+REFERENCES = (
+    CHAIN,
+    CHAIN_PROCESSES,
+    HOP,
+    HOP_PROCESS,
+    HAND_CHAIN,
+    HAND_CHAIN_PROCESSES,
+    HAND_SINGLE,
+    HAND_SINGLE_PROCESS,
+)
 # mode: (plain rclpy reference, in-process cost added: "bare" calls or STEP, its factor, limit)
 FLOORS = {
     COMPOSED: (CHAIN, "bare", 1.0, 1.3),
@@ -82,6 +110,13 @@ FLOORS = {
     FUSED: (HOP, STEP, 1.5, 1.0),
     FUSED_PROCESS: (HOP_PROCESS, STEP, 1.5, 1.0),
 }
+HAND_WRITTEN_OF = {  # mode: the hand-written graph of its shape
+    COMPOSED: HAND_CHAIN,
+    PROCESSES: HAND_CHAIN_PROCESSES,
+    FUSED: HAND_SINGLE,
+    FUSED_PROCESS: HAND_SINGLE_PROCESS,
+}
+CHECK_TOLERANCE = 1e-5  # a hand-written graph's action against leapp.Pipeline's
 DEFAULTS = "system defaults"
 
 
@@ -98,120 +133,6 @@ def export_seed(folder: Path) -> Path:
     return leapp.compile_graph().path
 
 
-class Client:
-    """The test side: publishes the external inputs of ``ends`` (an echo node from the
-    pipeline's inputs to its output), counts and times the output. ``build(context)`` makes
-    nodes to compose into this process, on the client's executor."""
-
-    def __init__(self, namespace: str, ends: EchoNode, build: Callable | None = None):
-        import rclpy
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
-        from std_msgs.msg import Float32MultiArray
-
-        from leapp_ros.executor import make_executor
-
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context, domain_id=int(os.environ["ROS_DOMAIN_ID"]))
-        self.node = rclpy.create_node("bench_client", namespace=namespace, context=self.context)
-        reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-        self.inputs = [
-            (
-                self.node.create_publisher(Float32MultiArray, topic, reliable),
-                Float32MultiArray(data=array.array("f", [0.1 * (index + 1)] * size)),
-            )
-            for index, (topic, size) in enumerate(ends.inputs)
-        ]
-        self.received = 0  # answers, or the ones given up on (``sample``)
-        self.answers = 0  # outputs received
-        self.last_ns = 0
-        self.times: list[float] = []
-        self.lost = 0
-        self.node.create_subscription(Float32MultiArray, ends.output[0], self._on_output, reliable)
-        self.executor = make_executor(self.context)
-        self.composed = build(self.context) if build else []
-        for node in [self.node, *self.composed]:
-            self.executor.add_node(node)
-
-    def _on_output(self, _message) -> None:
-        self.received += 1
-        self.answers += 1
-        self.last_ns = time.perf_counter_ns()
-
-    def publish(self) -> None:
-        for publisher, message in self.inputs:
-            publisher.publish(message)
-
-    def spin_until(self, count: int, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while self.received < count:
-            if time.monotonic() > deadline:
-                return False
-            self.executor.spin_once(timeout_sec=0.01)
-        return True
-
-    def prime(self, timeout_s: float = 30.0) -> None:
-        """Publish until the graph answers (best-effort subscriptions may drop the first)."""
-        deadline = time.monotonic() + timeout_s
-        while self.received == 0:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{self.node.get_namespace()}: the graph never answered")
-            self.publish()
-            self.spin_until(1, 0.2)
-        self.spin_until(self.received + 10**6, 0.3)  # drain late answers
-
-    def answers_per_pair(self, pairs: int = 5, wait_s: float = 0.1) -> float:
-        """Outputs per input pair, one pair at a time (1.0 for a graph that answers each
-        pair once; more means it answers a pair before all of it arrived, which the
-        ping-pong would time, and the rate test would count)."""
-        self.spin_until(self.received + 10**6, 0.3)  # drain late answers
-        before = self.answers
-        for _ in range(pairs):
-            self.publish()
-            self.spin_until(self.received + 10**6, wait_s)
-        return (self.answers - before) / pairs
-
-    def sample(self, count: int) -> None:
-        """``count`` ping-pongs, appended to ``times`` (us) or counted in ``lost``."""
-        for _ in range(count):
-            expected = self.received + 1
-            began = time.perf_counter_ns()
-            self.publish()
-            if self.spin_until(expected, 1.0):
-                self.times.append((self.last_ns - began) / 1000.0)
-            else:
-                self.lost += 1
-                self.received = expected
-
-    def loss_at(self, rate_hz: float, seconds: float) -> float:
-        start = self.received
-        period = 1.0 / rate_hz
-        sent = 0
-        began = time.perf_counter()
-        while time.perf_counter() - began < seconds:
-            self.publish()
-            sent += 1
-            next_at = began + sent * period
-            while (left := next_at - time.perf_counter()) > 0:
-                self.executor.spin_once(timeout_sec=left)  # waits, leaving the CPU to nodes
-        self.spin_until(start + sent, 0.5)
-        return 1.0 - (self.received - start) / sent
-
-    def sustained_hz(self, seconds: float) -> int:
-        self.spin_until(self.received + 10**6, 0.3)
-        sustained = 0
-        for rate in RATES_HZ:
-            if self.loss_at(rate, seconds) >= 0.01:
-                break
-            sustained = rate
-        return sustained
-
-    def close(self) -> None:
-        self.executor.shutdown()
-        for node in [*self.composed, self.node]:
-            node.destroy_node()
-        self.context.try_shutdown()
-
-
 def parameters(spec_path: Path, cpu_latency_us: int) -> list:
     from rclpy.parameter import Parameter
 
@@ -219,35 +140,6 @@ def parameters(spec_path: Path, cpu_latency_us: int) -> list:
         Parameter("spec_path", Parameter.Type.STRING, str(spec_path)),
         Parameter("cpu_latency_us", Parameter.Type.INTEGER, cpu_latency_us),
     ]
-
-
-@contextlib.contextmanager
-def composed_client(spec, namespace: str, build: Callable) -> Iterator[Client]:
-    """A primed client with ``build(context, plan)``'s nodes composed into its executor."""
-    from leapp_ros.plan import make_plan
-
-    plan = make_plan(spec, namespace=namespace)
-    client = Client(namespace, hop_of(plan), lambda context: build(context, plan))
-    try:
-        client.prime()
-        yield client
-    finally:
-        client.close()
-
-
-@contextlib.contextmanager
-def separate_client(spec, namespace: str, start: Callable) -> Iterator[Client]:
-    """A primed client of the processes that ``start(plan)`` (a context manager) runs."""
-    from leapp_ros.plan import make_plan
-
-    plan = make_plan(spec, namespace=namespace)
-    with start(plan):
-        client = Client(namespace, hop_of(plan))
-        try:
-            client.prime()
-            yield client
-        finally:
-            client.close()
 
 
 @contextlib.contextmanager
@@ -262,27 +154,92 @@ def running_graph(processes) -> Iterator[None]:
         yield
 
 
-def make_subjects(spec, cpu_latency_us: int = -1, pin: bool = False) -> dict[str, Callable]:
-    """Every graph of this bench by label: ``enter(namespace)`` is a context manager that
+def reference_subjects(spec) -> dict[str, Callable]:
+    """The plain rclpy graphs of ``spec``'s shape by label, as :func:`leapp_subjects`; the
+    hand-written ones are checked against ``leapp.Pipeline`` when they start."""
+
+    def composed(nodes: Callable, make: Callable) -> Callable:
+        return lambda ns: composed_client(
+            spec, ns, lambda context, plan: [make(node, ns, context) for node in nodes(plan)]
+        )
+
+    def separate(nodes: Callable) -> Callable:
+        return lambda ns: separate_client(
+            spec, ns, lambda plan: reference_processes(nodes(plan), ns)
+        )
+
+    def checked(enter: Callable) -> Callable:
+        @contextlib.contextmanager
+        def enter_checked(namespace: str) -> Iterator[Client]:
+            with enter(namespace) as client:
+                check_action(spec, client, namespace)
+                yield client
+
+        return enter_checked
+
+    def hop(plan) -> tuple:
+        return (hop_of(plan),)
+
+    def hand_chain(plan) -> tuple:
+        return hand_written_chain_of(plan, spec.directory)
+
+    def hand_single(plan) -> tuple:
+        return (single_of(plan, spec.directory),)
+
+    return {
+        CHAIN: composed(chain_of, make_echo_node),
+        CHAIN_PROCESSES: separate(chain_of),
+        HOP: composed(hop, make_echo_node),
+        HOP_PROCESS: separate(hop),
+        HAND_CHAIN: checked(composed(hand_chain, make_hand_written_node)),
+        HAND_CHAIN_PROCESSES: checked(separate(hand_chain)),
+        HAND_SINGLE: checked(composed(hand_single, make_hand_written_node)),
+        HAND_SINGLE_PROCESS: checked(separate(hand_single)),
+    }
+
+
+def check_action(spec, client: Client, namespace: str) -> None:
+    """Stop the bench unless the graph of ``client`` answers one fixed input pair with
+    ``leapp.Pipeline``'s output (each value within CHECK_TOLERANCE); keep the largest
+    difference in ``client.checked``."""
+    import numpy as np
+    import torch
+
+    import leapp
+    from leapp_ros.plan import make_plan
+
+    plan = make_plan(spec, namespace=namespace)
+    first, last = plan.nodes[0], plan.nodes[-1]
+    output = f"{last.name}/{last.outputs[0].port}"
+    random = np.random.default_rng(0)
+    inputs = {
+        f"{first.name}/{port.port}": random.standard_normal(port.shape).astype(np.float32)
+        for port in first.inputs
+        if port.kind == "external"  # the client's inputs, in its order
+    }
+    answer = client.answer([array.array("f", values.tobytes()) for values in inputs.values()])
+    if answer is None:
+        raise SystemExit(f"{namespace}: no answer to the check of {output}")
+    step = leapp.Pipeline.load(str(spec.path)).step
+    expected = step({name: torch.from_numpy(values) for name, values in inputs.items()})[output]
+    got = np.frombuffer(answer, np.float32)
+    difference = float(np.max(np.abs(got - expected.numpy().ravel())))
+    if not difference <= CHECK_TOLERANCE:
+        raise SystemExit(
+            f"{namespace}: {output} {got} differs from leapp.Pipeline's {expected.numpy()} by "
+            f"{difference:.3g} (> {CHECK_TOLERANCE}); bench/hand_written_nodes.py is wrong"
+        )
+    client.checked = difference
+
+
+def leapp_subjects(spec, cpu_latency_us: int = -1, pin: bool = False) -> dict[str, Callable]:
+    """leapp's graphs of ``spec`` by mode: ``enter(namespace)`` is a context manager that
     yields a primed :class:`Client`. ``cpu_latency_us`` < 0: no CPU latency request."""
     from leapp_ros.intra_process import IntraProcessBus
     from leapp_ros.node import PipelineNode
     from leapp_ros.processes import plan_processes
 
     latency = None if cpu_latency_us < 0 else cpu_latency_us
-
-    def echoes(chain: bool) -> Callable:
-        return (lambda plan: chain_of(plan)) if chain else (lambda plan: (hop_of(plan),))
-
-    def composed_echoes(chain: bool) -> Callable:
-        nodes = echoes(chain)
-        return lambda ns: composed_client(
-            spec, ns, lambda context, plan: [make_echo_node(e, ns, context) for e in nodes(plan)]
-        )
-
-    def separate_echoes(chain: bool) -> Callable:
-        nodes = echoes(chain)
-        return lambda ns: separate_client(spec, ns, lambda plan: echo_processes(nodes(plan), ns))
 
     def pipeline_nodes(context, plan) -> list:
         """As leapp_container composes them: one intra-process bus for the pipeline's nodes
@@ -325,10 +282,6 @@ def make_subjects(spec, cpu_latency_us: int = -1, pin: bool = False) -> dict[str
         return lambda ns: separate_client(spec, ns, start)
 
     return {
-        CHAIN: composed_echoes(chain=True),
-        CHAIN_PROCESSES: separate_echoes(chain=True),
-        HOP: composed_echoes(chain=False),
-        HOP_PROCESS: separate_echoes(chain=False),
         COMPOSED: lambda ns: composed_client(spec, ns, pipeline_nodes),
         PROCESSES: graph(),
         FUSED: lambda ns: composed_client(spec, ns, fused_node),
@@ -354,7 +307,8 @@ def fused_missing() -> str | None:
 def measure_defaults(path: Path, spec, args, skip: set[str]) -> tuple[dict, dict]:
     """Every subject with the system's defaults, alive together; latencies in alternating
     rounds with the in-process calls; then each one's sustained rate, one at a time."""
-    subjects = {k: v for k, v in make_subjects(spec).items() if k not in skip}
+    subjects = {**reference_subjects(spec), **leapp_subjects(spec)}
+    subjects = {label: enter for label, enter in subjects.items() if label not in skip}
     calls = {STEP: load_step(str(path)), **load_bare_calls(path)}
     with contextlib.ExitStack() as stack:
         clients = {
@@ -374,6 +328,7 @@ def measure_defaults(path: Path, spec, args, skip: set[str]) -> tuple[dict, dict
                 "lost": client.lost,
                 "answers": client.answers_per_pair(),
                 "sustained": client.sustained_hz(args.seconds),
+                "checked": client.checked,
             }
             for label, client in clients.items()
         }
@@ -382,7 +337,7 @@ def measure_defaults(path: Path, spec, args, skip: set[str]) -> tuple[dict, dict
 
 def measure_extra(spec, label: str, setting: str, cpu_latency_us: int, pin: bool, args) -> dict:
     """One subject alone, with CPU settings other than the defaults."""
-    enter = make_subjects(spec, cpu_latency_us, pin)[label]
+    enter = leapp_subjects(spec, cpu_latency_us, pin)[label]
     with enter(namespace_of(label, setting)) as client:
         client.sample(args.samples)
         answers = client.answers_per_pair()
@@ -425,11 +380,17 @@ def report(inprocess: dict, results: dict, extras: dict, skipped: dict[str, str]
     print("  in-process calls (median / p99):")
     for label, timing in inprocess.items():
         print(f"    {label:<62} {timing.median:7.1f} / {timing.p99:7.1f} us")
-    print(f"  plain rclpy references ({DEFAULTS}):   median       p99   sustained (< 1 % loss)")
+    print(f"  rclpy references ({DEFAULTS}):{'median':>26} {'p99':>10}   sustained (< 1 % loss)")
     for label in REFERENCES:
         if label in results:
             result = results[label]
-            print(f"    {label:<40} {timings(result)}   {result['sustained']} Hz{lost(result)}")
+            print(f"    {label:<46} {timings(result)}   {result['sustained']} Hz{lost(result)}")
+    checked = [results[label]["checked"] for label in HAND_WRITTEN_OF.values() if label in results]
+    if checked:
+        print(
+            f"    (hand-written graphs checked at start: action = leapp.Pipeline's within "
+            f"{CHECK_TOLERANCE:g}; largest difference {max(checked):.2g})"
+        )
     found = floors(inprocess, results)
     print("  floors:")
     for mode, (floor, hand, words) in found.items():
@@ -437,7 +398,7 @@ def report(inprocess: dict, results: dict, extras: dict, skipped: dict[str, str]
         print(f"    {mode:<20} {floor:7.1f} us = {words}{beside}")
     print(
         f"  {'mode':<20} {'CPU settings':<26} {'median':>10} {'p99':>10} {'x floor':>8} "
-        f"{'limit':>7}          sustained (< 1 % loss)"
+        f"{'limit':>7}         {'x hand-written':>14}  sustained (< 1 % loss)"
     )
     modes = [(m, DEFAULTS) for m in FLOORS if m in results] + list(extras)
     for mode, setting in modes:
@@ -449,13 +410,19 @@ def report(inprocess: dict, results: dict, extras: dict, skipped: dict[str, str]
         rate = "met" if result["sustained"] >= TARGET_RATE_HZ else "MISSED"
         if result["answers"] > 1.01:
             verdict = rate = "INVALID"
+        hand = results.get(HAND_WRITTEN_OF[mode])
+        versus = f"{result['timing'].median / hand['timing'].median:.2f}x" if hand else "-"
         print(
             f"  {mode:<20} {setting:<26} {timings(result)} {ratio:7.2f}x <= {limit:<4} "
-            f"{verdict:<7}  {result['sustained']:>4} Hz {rate}{lost(result)}"
+            f"{verdict:<7} {versus:>14}  {result['sustained']:>4} Hz {rate}{lost(result)}"
         )
     for what, why in skipped.items():
         print(f"  {what}: not measured, {why}")
     print(f"  (rates tried: {', '.join(map(str, RATES_HZ))} Hz; limit >= {TARGET_RATE_HZ:.0f} Hz)")
+    print(
+        "  (x hand-written, no limit: median / median of the hand-written graph of the same "
+        "shape: the chain, composed or across processes; the single node for fused)"
+    )
 
 
 def timings(result: dict) -> str:
@@ -476,6 +443,7 @@ def lost(result: dict) -> str:
 def main() -> None:
     from leapp_ros.cpu_settings import DEVICE, current_limit
 
+    began = time.monotonic()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=2000, help="latency ping-pongs per graph")
     parser.add_argument("--rounds", type=int, default=10, help="alternating rounds of them")
@@ -507,13 +475,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = export_seed(Path(folder))
         spec = leapp.spec.load(path)
-        skip = {FUSED, FUSED_PROCESS} if missing else set()
+        skip = {FUSED, FUSED_PROCESS, HAND_SINGLE, HAND_SINGLE_PROCESS} if missing else set()
         inprocess, results = measure_defaults(path, spec, args, skip)
         measured = {
             (mode, setting): measure_extra(spec, mode, setting, latency, pin, args)
             for (mode, setting), (latency, pin) in extras.items()
         }
     report(inprocess, results, measured, skipped)
+    print(f"  (this run: {time.monotonic() - began:.0f} s)")
 
 
 if __name__ == "__main__":
