@@ -29,8 +29,8 @@ from test_verify import rows, trace, verify
 from leapp import annotate
 from leapp import spec as spec_file
 from leapp_ros.plan import make_plan
+from leapp_ros.reference import random_inputs, reference_ticks
 from leapp_ros.testing import GraphUnderTest, reserve_domain_id, ros_env
-from leapp_ros.verification import random_inputs, reference_ticks
 
 RANDOM = "leapp.Pipeline on random inputs"
 
@@ -300,7 +300,9 @@ def test_generated_launch_test_compares_random_inputs_with_leapp_pipeline(bare_s
         )  # fmt: skip
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
-    for launch_file in ("torch_pipeline.launch.py", "torch_pipeline_composed.launch.py"):
+    launch_files = [f"torch_pipeline{mode}.launch.py" for mode in ("", "_composed", "_fused")]
+    for launch_file in launch_files:
         ran = f"matches_leapp_pipeline_on_random_inputs[{launch_file}]) ... ok"
         assert ran in out, out
-    assert out.count("skipped 'the export has no examples file to replay'") == 2, out
+    skipped = "skipped 'the export has no examples file to replay'"
+    assert out.count(skipped) == len(launch_files), out

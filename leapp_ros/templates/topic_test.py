@@ -220,7 +220,7 @@ class Replay:
     def replay_random_inputs(self):
         """Publish TICKS ticks of random external inputs (SEED), wait for every output, and
         compare with leapp.Pipeline run here on the same inputs from the initial state."""
-        from leapp_ros.verification import random_inputs, reference_ticks
+        from leapp_ros.reference import random_inputs, reference_ticks
 
         driven = _driven_nodes(self.plan)
         timed = [node.name for node in self.plan.nodes if node not in driven]
