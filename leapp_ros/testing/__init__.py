@@ -20,7 +20,8 @@ What :class:`GraphUnderTest` does:
   under the temporary folder) and keeps discovery on this machine
   (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``), for the nodes and for its own context.
 - **Start.** It runs the graph with :mod:`leapp_ros.runner` (no ``ros2 launch`` needed): one
-  process per node, or every node in one process with ``composed=True``. It waits until every
+  process per node, every node in one process with ``composed=True``, or the whole pipeline
+  in one node with ``fused=True`` (:data:`MODES`). It waits until every
   node published ``ready`` on ``_leapp/status`` and every topic is matched, else raises
   :class:`GraphAssertionError` with the reason and the nodes' last output lines.
 - **Reliable test traffic.** The node subscriptions are best effort when deployed, so the
@@ -52,7 +53,7 @@ In a pytest suite, start one graph per module (starting one takes seconds)::
     from leapp_ros.testing import graph_fixture
 
     graph = graph_fixture(lambda request: request.getfixturevalue("export_path"),
-                          composed=[False, True])   # each test runs in both modes
+                          modes=["processes", "composed", "fused"])  # each test, each mode
 
     def test_action_is_bounded(graph):
         out = graph.step({"preprocess/state": torch.zeros(6),
