@@ -36,7 +36,10 @@ limit, "x hand-written": a mode's median over the hand-written graph of its shap
 the composed chain; one process per node: the chain across processes; fused, composed: the
 single node composed; fused, own process: the single node in its own process). The floors hold
 the model calls at their hot-loop cost, which calls between middleware work do not reach on
-every machine; the hand-written graphs pay what leapp's graphs pay there.
+every machine; the hand-written graphs pay what leapp's graphs pay there. So the in-process calls
+are also timed the way a callback makes them, on a thread just woken by another one (and after
+1 ms of idle CPU, one period at 1 kHz), and each floor is printed a second time with the calls at
+that cost ("in-graph floor", no limit; bench/latency_report.py).
 
 Latencies (median and p99 over ``--samples`` ping-pongs) of all subjects with the system's
 defaults are taken in ``--rounds`` alternating rounds, the in-process calls between them, so
@@ -67,57 +70,39 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "bench"))
 from bare_calls import (  # noqa: E402
-    CHEAPEST,
-    HAND_WRITTEN,
     load_bare_calls,
     percentiles,
+    time_handed_over,
     time_interleaved,
 )
 from export import STEP, load_step  # noqa: E402
-from graph_client import RATES_HZ, Client, composed_client, separate_client  # noqa: E402
+from graph_client import Client, composed_client, separate_client  # noqa: E402
 from hand_written_nodes import chain_of as hand_written_chain_of  # noqa: E402
 from hand_written_nodes import make_hand_written_node, single_of  # noqa: E402
-from rclpy_reference import chain_of, hop_of, make_echo_node, reference_processes  # noqa: E402
-
-os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-os.environ.setdefault("ROS_DOMAIN_ID", str(150 + os.getpid() % 80))
-
-TARGET_RATE_HZ = 1000.0
-CHAIN, CHAIN_PROCESSES = "plain rclpy chain, composed", "plain rclpy chain, one process per node"
-HOP, HOP_PROCESS = "plain rclpy hop pair, composed", "plain rclpy hop pair, own process"
-COMPOSED, PROCESSES = "composed", "one process per node"
-FUSED, FUSED_PROCESS = "fused, composed", "fused, own process"
-HAND_CHAIN = "hand-written rclpy chain, composed"
-HAND_CHAIN_PROCESSES = "hand-written rclpy chain, one process per node"
-HAND_SINGLE, HAND_SINGLE_PROCESS = (
-    "hand-written single node, composed",
-    "hand-written single node, own process",
-)
-REFERENCES = (
+from latency_report import (  # noqa: E402
     CHAIN,
     CHAIN_PROCESSES,
-    HOP,
-    HOP_PROCESS,
+    CHECK_TOLERANCE,
+    COMPOSED,
+    DEFAULTS,
+    FUSED,
+    FUSED_PROCESS,
     HAND_CHAIN,
     HAND_CHAIN_PROCESSES,
     HAND_SINGLE,
     HAND_SINGLE_PROCESS,
+    HANDED_OVER,
+    HOP,
+    HOP_PROCESS,
+    IDLE,
+    PROCESSES,
+    TIGHT,
+    report,
 )
-# mode: (plain rclpy reference, in-process cost added: "bare" calls or STEP, its factor, limit)
-FLOORS = {
-    COMPOSED: (CHAIN, "bare", 1.0, 1.3),
-    PROCESSES: (CHAIN_PROCESSES, "bare", 1.0, 1.2),
-    FUSED: (HOP, STEP, 1.5, 1.0),
-    FUSED_PROCESS: (HOP_PROCESS, STEP, 1.5, 1.0),
-}
-HAND_WRITTEN_OF = {  # mode: the hand-written graph of its shape
-    COMPOSED: HAND_CHAIN,
-    PROCESSES: HAND_CHAIN_PROCESSES,
-    FUSED: HAND_SINGLE,
-    FUSED_PROCESS: HAND_SINGLE_PROCESS,
-}
-CHECK_TOLERANCE = 1e-5  # a hand-written graph's action against leapp.Pipeline's
-DEFAULTS = "system defaults"
+from rclpy_reference import chain_of, hop_of, make_echo_node, reference_processes  # noqa: E402
+
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+os.environ.setdefault("ROS_DOMAIN_ID", str(150 + os.getpid() % 80))
 
 
 def export_seed(folder: Path) -> Path:
@@ -321,7 +306,11 @@ def measure_defaults(path: Path, spec, args, skip: set[str]) -> tuple[dict, dict
             for client in clients.values():
                 client.sample(per_round)
 
-        inprocess = time_interleaved(calls, 5 * args.samples, args.rounds, each_round=ros_round)
+        inprocess = {
+            TIGHT: time_interleaved(calls, 5 * args.samples, args.rounds, each_round=ros_round),
+            HANDED_OVER: time_handed_over(calls, args.samples),
+            IDLE: time_handed_over(calls, args.samples // 2, idle_s=1.0 / 1000.0),
+        }
         results = {
             label: {
                 "timing": percentiles(client.times),
@@ -348,96 +337,6 @@ def measure_extra(spec, label: str, setting: str, cpu_latency_us: int, pin: bool
         "answers": answers,
         "sustained": sustained,
     }
-
-
-def floors(inprocess: dict, results: dict) -> dict[str, tuple[float, float | None, str]]:
-    """mode: (floor with the cheapest bare calls, with the hand-written ones, in words)."""
-    found = {}
-    for mode, (reference, added, factor, _) in FLOORS.items():
-        if reference not in results:
-            continue
-        plain = results[reference]["timing"].median
-        if added == STEP:
-            step = inprocess[STEP].median
-            found[mode] = (
-                plain + factor * step,
-                None,
-                f"{reference} {plain:.1f} us + {factor} x Pipeline.step {step:.1f} us",
-            )
-        else:
-            cheap, hand = inprocess[CHEAPEST].median, inprocess[HAND_WRITTEN].median
-            found[mode] = (
-                plain + cheap,
-                plain + hand,
-                f"{reference} {plain:.1f} us + bare calls {cheap:.1f} us (cheapest)",
-            )
-    return found
-
-
-def report(inprocess: dict, results: dict, extras: dict, skipped: dict[str, str]) -> None:
-    domain = os.environ["ROS_DOMAIN_ID"]
-    print(f"seed pipeline over ROS 2 (ROS_DOMAIN_ID={domain}, localhost); references: this run")
-    print("  in-process calls (median / p99):")
-    for label, timing in inprocess.items():
-        print(f"    {label:<62} {timing.median:7.1f} / {timing.p99:7.1f} us")
-    print(f"  rclpy references ({DEFAULTS}):{'median':>26} {'p99':>10}   sustained (< 1 % loss)")
-    for label in REFERENCES:
-        if label in results:
-            result = results[label]
-            print(f"    {label:<46} {timings(result)}   {result['sustained']} Hz{lost(result)}")
-    checked = [results[label]["checked"] for label in HAND_WRITTEN_OF.values() if label in results]
-    if checked:
-        print(
-            f"    (hand-written graphs checked at start: action = leapp.Pipeline's within "
-            f"{CHECK_TOLERANCE:g}; largest difference {max(checked):.2g})"
-        )
-    found = floors(inprocess, results)
-    print("  floors:")
-    for mode, (floor, hand, words) in found.items():
-        beside = f" (with the hand-written bare calls: {hand:.1f} us)" if hand is not None else ""
-        print(f"    {mode:<20} {floor:7.1f} us = {words}{beside}")
-    print(
-        f"  {'mode':<20} {'CPU settings':<26} {'median':>10} {'p99':>10} {'x floor':>8} "
-        f"{'limit':>7}         {'x hand-written':>14}  sustained (< 1 % loss)"
-    )
-    modes = [(m, DEFAULTS) for m in FLOORS if m in results] + list(extras)
-    for mode, setting in modes:
-        result = results[mode] if setting == DEFAULTS else extras[mode, setting]
-        floor, _, _ = found[mode]
-        limit = FLOORS[mode][3]
-        ratio = result["timing"].median / floor
-        verdict = ("met" if ratio <= limit else "MISSED") if setting == DEFAULTS else "(extra)"
-        rate = "met" if result["sustained"] >= TARGET_RATE_HZ else "MISSED"
-        if result["answers"] > 1.01:
-            verdict = rate = "INVALID"
-        hand = results.get(HAND_WRITTEN_OF[mode])
-        versus = f"{result['timing'].median / hand['timing'].median:.2f}x" if hand else "-"
-        print(
-            f"  {mode:<20} {setting:<26} {timings(result)} {ratio:7.2f}x <= {limit:<4} "
-            f"{verdict:<7} {versus:>14}  {result['sustained']:>4} Hz {rate}{lost(result)}"
-        )
-    for what, why in skipped.items():
-        print(f"  {what}: not measured, {why}")
-    print(f"  (rates tried: {', '.join(map(str, RATES_HZ))} Hz; limit >= {TARGET_RATE_HZ:.0f} Hz)")
-    print(
-        "  (x hand-written, no limit: median / median of the hand-written graph of the same "
-        "shape: the chain, composed or across processes; the single node for fused)"
-    )
-
-
-def timings(result: dict) -> str:
-    return f"{result['timing'].median:7.1f} us {result['timing'].p99:7.1f} us"
-
-
-def lost(result: dict) -> str:
-    """Notes on a row: ping-pongs that timed out, answers beyond one per input pair."""
-    notes = [f"{result['lost']} timed out"] if result["lost"] else []
-    if result["answers"] > 1.01:
-        notes.append(
-            f"INVALID: {result['answers']:.2f} answers per input pair: the ping-pong timed "
-            "the first of them, the rate test counted each"
-        )
-    return f"  ({'; '.join(notes)})" if notes else ""
 
 
 def main() -> None:
