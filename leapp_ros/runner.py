@@ -22,8 +22,8 @@ process with ``composed=True``. ::
   signal, its last stderr lines), the others are stopped and the exit code is 1 (2 when the
   process exited with 2, a node's code for a configuration problem). With ``restart=True`` it
   is started again after a backoff (0.5 s, doubling up to 8 s) instead, unless it exited with
-  2 (a restart cannot fix that) or was restarted :attr:`RestartPolicy.max_restarts` times
-  within :attr:`RestartPolicy.window_s` seconds already.
+  2 (a restart cannot fix that) or was restarted ``max_restarts`` times within ``window_s``
+  seconds already (:class:`~leapp_ros.supervised_process.RestartPolicy`).
 - Stop: SIGINT to every process (each runs in a process group of its own, so a terminal's
   Ctrl-C reaches the runner only), ``stop_timeout_s`` to exit, then SIGTERM, then SIGKILL.
   The exit code is 0 when every process exited with 0 (or, still starting, died of the
@@ -37,33 +37,23 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shlex
 import signal
 import subprocess
 import threading
 import time
-from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from leapp_ros.output_relay import OutputRelay
 from leapp_ros.plan import PipelinePlan
-from leapp_ros.processes import (
-    ProcessPlan,
-    describe_exit,
-    load_plan,
-    plan_processes,
-    start_process,
-)
+from leapp_ros.processes import ProcessPlan, describe_exit, load_plan, plan_processes
+from leapp_ros.supervised_process import RestartPolicy, SupervisedProcess
 
 __all__ = [
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_USAGE",
-    "READY_PATTERN",
-    "RestartPolicy",
     "RunningGraph",
     "make_graph",
     "run_graph",
@@ -75,48 +65,6 @@ logger = logging.getLogger(__name__)
 EXIT_OK = 0
 EXIT_FAILED = 1  # a process failed, or did not stop cleanly
 EXIT_USAGE = 2  # bad arguments, missing export, invalid spec (also a node's startup error)
-READY_PATTERN = re.compile(r"leapp node '([^']+)' ready")
-_TAIL_LINES = 20
-
-
-@dataclass(frozen=True)
-class RestartPolicy:
-    """At most ``max_restarts`` restarts of a process within ``window_s`` seconds; the first
-    after ``backoff_s``, each next one after twice as long, up to ``max_backoff_s``."""
-
-    max_restarts: int = 5
-    window_s: float = 60.0
-    backoff_s: float = 0.5
-    max_backoff_s: float = 8.0
-
-    def delay(self, recent: int) -> float:
-        """The wait before the restart that follows ``recent`` restarts within the window."""
-        return min(self.backoff_s * 2**recent, self.max_backoff_s)
-
-
-@dataclass(eq=False)
-class _Child:
-    """State of one supervised process; changed by the supervisor thread only (``ready``
-    under the graph's lock, since other threads read it)."""
-
-    plan: ProcessPlan
-    argv: list[str]
-    popen: subprocess.Popen[bytes] | None = None
-    ready: set[str] = field(default_factory=set)
-    tail: deque[str] = field(default_factory=lambda: deque(maxlen=_TAIL_LINES))
-    restarts: deque[float] = field(default_factory=deque)  # when each recent restart happened
-    restart_at: float | None = None  # a restart is due at this time.monotonic()
-    starts: int = 0
-    announced: bool = False
-
-    @property
-    def running(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    @property
-    def is_ready(self) -> bool:
-        nodes = set(self.plan.pipeline_nodes)
-        return self.running and (not self.plan.reports_ready or self.ready >= nodes)
 
 
 class RunningGraph:
@@ -145,7 +93,7 @@ class RunningGraph:
         if not processes:
             raise ValueError(f"{name}: nothing to run (no processes given)")
         self.name = name
-        self._children = [_Child(p, p.argv(python)) for p in processes]
+        self._children = [SupervisedProcess(p, p.argv(python)) for p in processes]
         self._env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
         self._restart = restart
         self._policy = restart_policy or RestartPolicy()
@@ -233,7 +181,7 @@ class RunningGraph:
             self.failure = f"{self.name}: the runner failed ({error!r}); killed every process"
             logger.exception("%s", self.failure)
             for child in self._children:
-                self._signal(child, signal.SIGKILL)
+                child.signal(signal.SIGKILL)
         finally:
             for child in self._children:
                 if child.popen is not None:
@@ -244,28 +192,22 @@ class RunningGraph:
                 self.exit_code = code
                 self._changed.notify_all()
 
-    def _spawn(self, child: _Child) -> None:
+    def _spawn(self, child: SupervisedProcess) -> None:
         with self._changed:
             child.ready.clear()
-        child.tail.clear()
-        child.restart_at, child.announced = None, False
-        child.starts += 1
-        child.popen = start_process(child.argv, self._env)
-        self._output.watch(child, child.plan.label, child.popen)
-        logger.info("%s: started '%s' (pid %d)", self.name, child.plan.label, child.popen.pid)
+        popen = child.start(self._env)
+        self._output.watch(child, child.plan.label, popen)
+        logger.info("%s: started '%s' (pid %d)", self.name, child.plan.label, popen.pid)
         logger.debug("%s: '%s' is %s", self.name, child.plan.label, shlex.join(child.argv))
         self._note_readiness(child)
 
-    def _on_line(self, child: _Child, text: str, is_stderr: bool) -> None:
-        """Every line a process wrote (already passed on): keep stderr's last lines, spot
-        ``ready`` lines."""
-        if is_stderr:
-            child.tail.append(text)
-        found = READY_PATTERN.search(text)
-        if found and found.group(1) in child.plan.pipeline_nodes:
-            self._note_readiness(child, found.group(1))
+    def _on_line(self, child: SupervisedProcess, text: str, is_stderr: bool) -> None:
+        """Every line a process wrote (already passed on)."""
+        node = child.read_line(text, is_stderr)
+        if node is not None:
+            self._note_readiness(child, node)
 
-    def _note_readiness(self, child: _Child, node: str | None = None) -> None:
+    def _note_readiness(self, child: SupervisedProcess, node: str | None = None) -> None:
         with self._changed:
             if node is not None:
                 child.ready.add(node)
@@ -292,8 +234,7 @@ class RunningGraph:
             self._output.drain(child)
             what = f"{self.name}: '{child.plan.label}' (pid {child.popen.pid}) "
             what += f"{describe_exit(code)} unexpectedly"
-            tail = "".join(f"\n    {line}" for line in child.tail)
-            tail = f"\n  its last stderr lines:{tail}" if tail else ""
+            tail = child.last_stderr()
             action = self._restart_or_give_up(child, code)
             if child.restart_at is not None:
                 logger.warning("%s; %s%s", what, action, tail)
@@ -303,27 +244,13 @@ class RunningGraph:
             self._failure_code = EXIT_USAGE if code == EXIT_USAGE else EXIT_FAILED
             return
 
-    def _restart_or_give_up(self, child: _Child, code: int) -> str:
+    def _restart_or_give_up(self, child: SupervisedProcess, code: int) -> str:
         """Schedule a restart of ``child`` if allowed; what happens next, in words."""
         if not self._restart:
             return "stopping the graph"
         if code == EXIT_USAGE:
             return "exit code 2 is a configuration problem, not restarting; stopping the graph"
-        now, policy = time.monotonic(), self._policy
-        while child.restarts and now - child.restarts[0] > policy.window_s:
-            child.restarts.popleft()
-        if len(child.restarts) >= policy.max_restarts:
-            return (
-                f"it was restarted {len(child.restarts)} times within {policy.window_s:.0f} s "
-                "already; stopping the graph"
-            )
-        delay = policy.delay(len(child.restarts))
-        child.restarts.append(now)
-        child.restart_at = now + delay
-        return (
-            f"restarting it in {delay:.1f} s (restart {len(child.restarts)} of at most "
-            f"{policy.max_restarts} within {policy.window_s:.0f} s)"
-        )
+        return child.schedule_restart(self._policy)
 
     def _shutdown(self) -> int:
         """Stop every running process: SIGINT, then SIGTERM, then SIGKILL."""
@@ -337,7 +264,7 @@ class RunningGraph:
                 names = ", ".join(repr(c.plan.label) for c in left)
                 logger.warning("%s: %s still running; sending %s", self.name, names, sig.name)
             for child in left:
-                self._signal(child, sig)
+                child.signal(sig)
             deadline = time.monotonic() + timeout_s
             while any(c.running for c in left) and time.monotonic() < deadline:
                 if self._hurry and sig == signal.SIGINT:
@@ -360,13 +287,6 @@ class RunningGraph:
             return EXIT_FAILED
         logger.info("%s: every process stopped cleanly", self.name)
         return EXIT_OK
-
-    @staticmethod
-    def _signal(child: _Child, sig: signal.Signals) -> None:
-        if child.running:
-            assert child.popen is not None
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.popen.pid, sig)  # pgid == pid (start_new_session)
 
 
 def make_graph(

@@ -26,7 +26,8 @@ from runner_support import (
 import leapp
 from leapp_ros.plan import PlanError, make_plan
 from leapp_ros.processes import ProcessPlan, load_plan, plan_processes
-from leapp_ros.runner import RestartPolicy, RunningGraph
+from leapp_ros.runner import RunningGraph
+from leapp_ros.supervised_process import RestartPolicy
 from leapp_ros.testing import Probe, reserve_domain_id, ros_env
 
 LAUNCH_FILE = REPO / "launch" / "pipeline.launch.py"
