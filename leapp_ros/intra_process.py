@@ -12,10 +12,15 @@ topic, as rclcpp's intra-process manager does for C++ nodes:
   publishes its pipeline results (outputs no local node reads) first, and the outputs it
   handed over afterwards, so the end of the chain is not delayed by the middle (deferring
   those to a later executor task was measured slower: a task costs more than the publish);
-- every topic is still published and subscribed as before (``ros2 topic echo``, bags, other
+- every topic is still advertised and subscribed as before (``ros2 topic echo``, bags, other
   processes and hosts see the same graph), and a consumer ignores the middleware's copy of a
   message whose topic a node of its own bus publishes: a topic that a pipeline node of this
-  process produces takes no messages from anyone else.
+  process produces takes no messages from anyone else;
+- so a handed-over value goes to the middleware only while someone beyond the local readers
+  subscribes to its topic (more matched subscriptions than local readers: an echo, a bag, a
+  node of another process or host), as rclcpp's intra-process manager publishes inter-process
+  only when inter-process subscriptions exist. Otherwise the copy would cost a serialization
+  and an executor wake-up in each local reader, only to be ignored.
 
 One bus per process (or per container); nodes join it when created with it and leave it when
 destroyed. Not thread-safe: the nodes of a container share one single-threaded executor.
@@ -77,7 +82,7 @@ def publish_through(
 ) -> None:
     """Publish one value per output (``topics`` their absolute names): the outputs no node of
     the process reads first, then each handed-over value to its local readers, then those
-    outputs too (for everyone else)."""
+    outputs too where anyone else subscribes."""
     handed = []
     for topic, publisher, writer, value in zip(topics, publishers, writers, values, strict=True):
         readers = bus.readers(topic)
@@ -88,5 +93,6 @@ def publish_through(
     for readers, _, _, value in handed:
         for reader in list(readers):
             reader(value)
-    for _, publisher, writer, value in handed:
-        publisher.publish(writer.write(value, stamp))
+    for readers, publisher, writer, value in handed:
+        if publisher.get_subscription_count() > len(readers):
+            publisher.publish(writer.write(value, stamp))
