@@ -9,8 +9,9 @@ Arguments:
     pipeline     the export folder, or its <name>.yaml spec (required)
     namespace    ROS namespace of every node (default: the pipeline name)
     composed     false: one leapp_node process per pipeline node (default);
-                 true: a leapp_container component container (<namespace>/leapp_container)
-                 into which launch_ros loads every pipeline node as a component
+                 true: a leapp_container component container (<namespace>/leapp_container;
+                 holding only the nodes:= share, leapp_container_<its first node>) into
+                 which launch_ros loads every pipeline node as a component
                  (leapp_ros::PipelineNode), all on one executor
     fused        true: one leapp_fused node (<namespace>/leapp_fused) runs every pipeline
                  node per tick and publishes on the same topics (fewest hops; intermediate
@@ -172,8 +173,9 @@ def ros_node(process: ProcessPlan) -> Node:
 
 
 def component_container(plan: PipelinePlan, process: ProcessPlan) -> ComposableNodeContainer:
-    """The composed ``process`` as launch_ros's standard form: a leapp_container named
-    ``leapp_container`` in the plan's namespace, and one component per pipeline node."""
+    """The composed ``process`` as launch_ros's standard form: a leapp_container in the plan's
+    namespace, named as the process says (``leapp_container``, or after the share of the
+    nodes it holds), and one component per pipeline node."""
     spec_path = str(Path(plan.spec_path).absolute())
     components = [
         ComposableNode(
@@ -190,7 +192,7 @@ def component_container(plan: PipelinePlan, process: ProcessPlan) -> ComposableN
     return ComposableNodeContainer(
         package="leapp_ros",
         executable="leapp_container",
-        name="leapp_container",
+        name=process.node_name,
         namespace=plan.namespace,
         composable_node_descriptions=components,
         arguments=["--ros-args", "--log-level", process.log_level or "info"],

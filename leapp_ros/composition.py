@@ -4,7 +4,7 @@ rclpy has no component API, so :class:`ComponentContainer` serves composition_in
 services itself, with the semantics of rclcpp_components' ``ComponentManager``; every tool that
 talks to a C++ container talks to this one too (``ros2 component list | load | unload``,
 launch_ros's ``ComposableNodeContainer`` and ``LoadComposableNodes``). The container node
-(``leapp_container`` unless ``-r __node:=`` renames it) serves:
+(named by :func:`leapp_ros.selection.container_name`, or ``-r __node:=``) serves:
 
 ``~/_container/load_node`` (``LoadNode``)
     Creates a :class:`~leapp_ros.node.PipelineNode` (``package_name`` ``leapp_ros``,

@@ -4,8 +4,11 @@
 
     leapp_container [EXPORT [--namespace NS] [--nodes a,b]] [--log-level L] [--ros-args ...]
 
-The process has a container node (``leapp_container``, renamed by ``-r __node:=``; its namespace
-is ``-r __ns:=``, else NS or the pipeline name when EXPORT is given, else ``/``) that serves
+The process has a container node (``leapp_container``, or ``leapp_container_<first node>`` when
+``--nodes`` pre-loads only some of EXPORT's nodes, so that hosts composing shares of one graph
+name their containers apart (:func:`~leapp_ros.selection.container_name`); renamed by
+``-r __node:=``; its namespace is ``-r __ns:=``, else NS or the pipeline name when EXPORT is
+given, else ``/``) that serves
 composition_interfaces' ``~/_container/load_node``, ``unload_node`` and ``list_nodes``
 (:mod:`leapp_ros.composition`), so ``ros2 component list | load | unload`` and launch_ros's
 ``ComposableNodeContainer`` work with it. Every node spins on one executor, so topics between
@@ -110,22 +113,28 @@ def _build(
     """Create the container node (when ``serving``) and the pre-loaded pipeline nodes."""
     from rclpy.logging import get_logger
 
+    from leapp_ros.composition import CONTAINER_NAME
+
     spec = namespace = None
     chosen: list[str] = []
+    name = CONTAINER_NAME
     if options.export is not None:
         from leapp import spec as spec_file
         from leapp_ros.plan import check_namespace
+        from leapp_ros.selection import container_name
 
         spec = spec_file.load(options.export, verify_checksums=True)
-        chosen = _chosen_nodes(options.nodes, [model.name for model in spec.models])
+        names = [model.name for model in spec.models]
+        chosen = _chosen_nodes(options.nodes, names)
+        name = container_name(names, chosen)
         namespace = check_namespace(options.namespace or spec.name)
     container = None
     if serving:
         from rclpy.node import Node
 
-        from leapp_ros.composition import CONTAINER_NAME, ComponentContainer
+        from leapp_ros.composition import ComponentContainer
 
-        node = Node(CONTAINER_NAME, namespace=namespace or "/", context=context)
+        node = Node(name, namespace=namespace or "/", context=context)
         nodes.append(node)
         container = ComponentContainer(node, nodes)
     else:

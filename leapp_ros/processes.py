@@ -23,7 +23,7 @@ from typing import Any
 from leapp.errors import LeappError
 from leapp_ros.cpu_settings import usable_cpus
 from leapp_ros.plan import PipelinePlan, PlanError, check_namespace, make_plan
-from leapp_ros.selection import select_nodes
+from leapp_ros.selection import container_name, select_nodes
 
 __all__ = [
     "LOG_LEVELS",
@@ -119,7 +119,10 @@ def plan_processes(
     ``remaps`` are ROS remap rules ``FROM:=TO`` for every process (a relative ``FROM`` is
     resolved in each node's namespace: ``preprocess/joint_states:=/joint_states``).
     ``nodes`` names the pipeline nodes to run here (default: all), the others running on
-    other hosts of the same ROS domain (see :mod:`leapp_ros.selection`).
+    other hosts of the same ROS domain (see :mod:`leapp_ros.selection`). A container that
+    holds every node is named ``leapp_container``, one that holds a share
+    ``leapp_container_<its first node>``, apart from the other hosts' containers
+    (:func:`~leapp_ros.selection.container_name`).
 
     Raises:
         PlanError: ``log_level`` is not one of :data:`LOG_LEVELS`, ``params_file`` is not
@@ -180,13 +183,15 @@ def plan_processes(
             ),
         )
     if composed:
+        held = tuple(node.name for node in chosen)
         return (
             ProcessPlan(
                 label=plan.name,
                 executable="leapp_container",
                 module="leapp_ros.container",
-                pipeline_nodes=tuple(node.name for node in chosen),
+                pipeline_nodes=held,
                 arguments=(spec_path, "--namespace", plan.namespace, *subset),
+                node_name=container_name([node.name for node in plan.nodes], held),
                 parameters=extra + pinned(0),
                 params_file=params,
                 log_level=level,

@@ -4,16 +4,19 @@ Every node of a pipeline talks to the others only through its topics, so a graph
 between hosts that share a ROS domain: each host runs some of the nodes (``leapp-ros run
 EXPORT --nodes preprocess``, ``ros2 launch leapp_ros pipeline.launch.py nodes:=preprocess``)
 and DDS carries the topics between them. :func:`select_nodes` checks such a choice against the
-plan; :func:`node_names` reads it from the command line or a launch argument. No rclpy import.
+plan; :func:`node_names` reads it from the command line or a launch argument;
+:func:`container_name` names the component container that holds a host's share, composed, so
+that two hosts' containers never share a name. No rclpy import.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from leapp_ros.composition import CONTAINER_NAME
 from leapp_ros.plan import NodePlan, PipelinePlan, PlanError
 
-__all__ = ["node_names", "select_nodes"]
+__all__ = ["container_name", "node_names", "select_nodes"]
 
 
 def node_names(values: str | Iterable[str]) -> tuple[str, ...]:
@@ -48,3 +51,26 @@ def select_nodes(plan: PipelinePlan, names: Sequence[str] | None) -> tuple[NodeP
             f"{plan.name!r} ({', '.join(known)}), or leave the choice out to run them all"
         )
     return tuple(node for node in plan.nodes if node.name in names)
+
+
+def container_name(pipeline: Sequence[str], held: Iterable[str]) -> str:
+    """The name of the container node that holds the nodes ``held`` of a pipeline whose nodes
+    are ``pipeline`` (in pipeline order): ``leapp_container`` when it holds every node, else
+    ``leapp_container_<its first node in pipeline order>``.
+
+    Containers of disjoint shares of one graph get different names (the first node of one
+    share is in no other), so hosts that each compose a share can run under one namespace
+    without two nodes of the same name; the name depends on the set held, not on the order
+    it was named in. ``container_name(("preprocess", "policy"), ["policy"]) ==
+    "leapp_container_policy"``.
+
+    Raises:
+        ValueError: ``held`` names none of ``pipeline``'s nodes.
+    """
+    chosen = set(held)
+    share = [name for name in pipeline if name in chosen]
+    if not share:
+        raise ValueError(f"a container holds some of the nodes {list(pipeline)}, not none")
+    if len(share) == len(pipeline):
+        return CONTAINER_NAME
+    return f"{CONTAINER_NAME}_{share[0]}"

@@ -328,6 +328,20 @@ def test_ros2_component_load_completes_a_container_started_with_preprocess_only(
             started.close()
 
 
+def test_a_container_preloading_a_share_of_the_nodes_is_named_after_its_first_node(seed, tmp_path):
+    # Hosts that compose disjoint shares of one graph under one namespace: no two containers
+    # of the same name (leapp_ros.selection.container_name).
+    args = [str(seed.path), "--nodes", "policy"]
+    with reserve_domain_id() as domain_id:
+        started = Container(tmp_path, domain_id, args, f"{SEED_NS}/leapp_container_policy")
+        try:
+            assert started.listing() == [(1, f"{SEED_NS}/policy")]
+            names = started.probe.node.get_node_names_and_namespaces()
+            assert ("leapp_container", SEED_NS) not in names
+        finally:
+            started.close()
+
+
 # --- CPUs and installs without composition_interfaces ----------------------------------------
 
 

@@ -201,3 +201,15 @@ def test_the_other_host_stopped_and_started_again_composed_answers_again(graph, 
     graph.b = graph.run("b", "--nodes", "policy", "--composed")
     graph.b.wait_for(r"graph ready", START_S)
     assert_answered_like_eager(graph, fresh_inputs(seed, 30))
+
+
+def test_both_hosts_composed_name_their_containers_apart_and_answer(graph, seed):
+    pytest.importorskip("composition_interfaces.srv", reason="a container without it is unnamed")
+    os.kill(graph.a.process.pid, signal.SIGINT)
+    assert graph.a.wait(30) == 0, graph.a.output
+    graph.a = graph.run("a", "--nodes", "preprocess", "--composed")
+    graph.a.wait_for(r"graph ready", START_S)
+    ready = r"component container (\S+) ready"
+    names = {side.wait_for(ready, START_S).group(1) for side in (graph.a, graph.b)}
+    assert names == {f"/torch_pipeline/leapp_container_{n}" for n in ("preprocess", "policy")}
+    assert_answered_like_eager(graph, fresh_inputs(seed, 40))

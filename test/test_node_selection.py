@@ -11,7 +11,7 @@ from runner_support import REPO, export_seed
 
 from leapp_ros.plan import PlanError
 from leapp_ros.processes import load_plan, plan_processes
-from leapp_ros.selection import node_names
+from leapp_ros.selection import container_name, node_names
 
 LAUNCH_FILE = REPO / "launch" / "pipeline.launch.py"
 
@@ -45,6 +45,28 @@ def test_composed_nodes_preload_only_the_named_nodes_in_one_container(plan):
     assert container.arguments[-2:] == ("--nodes", "policy")
 
 
+def test_containers_of_disjoint_shares_get_different_names(plan):
+    (a,) = plan_processes(plan, composed=True, nodes=["preprocess"])
+    (b,) = plan_processes(plan, composed=True, nodes=["policy"])
+    assert (a.node_name, b.node_name) == ("leapp_container_preprocess", "leapp_container_policy")
+    assert "__node:=leapp_container_policy" in b.argv("python")
+
+
+def test_a_container_of_the_whole_graph_keeps_the_name_leapp_container(plan):
+    for nodes in (None, ["policy", "preprocess"]):
+        (container,) = plan_processes(plan, composed=True, nodes=nodes)
+        assert container.node_name == "leapp_container"
+
+
+def test_container_name_depends_on_the_set_held_not_on_the_order_named():
+    pipeline = ("preprocess", "filter", "policy")
+    assert container_name(pipeline, ["policy", "filter"]) == "leapp_container_filter"
+    assert container_name(pipeline, ["filter", "policy"]) == "leapp_container_filter"
+    assert container_name(pipeline, ["policy", "preprocess", "filter"]) == "leapp_container"
+    with pytest.raises(ValueError, match="not none"):
+        container_name(pipeline, [])
+
+
 def test_an_unknown_node_is_refused_naming_the_pipelines_nodes(plan):
     with pytest.raises(PlanError) as raised:
         plan_processes(plan, nodes=["preprocess", "filter"])
@@ -69,8 +91,9 @@ def test_run_with_an_unknown_node_exits_2_naming_the_pipelines_nodes(plan, capsy
     )
 
 
-@pytest.mark.parametrize("composed", ["false", "true"])
-def test_launch_argument_nodes_launches_only_the_named_nodes(plan, composed, monkeypatch):
+def launch_pipeline(monkeypatch, **arguments: str) -> list:
+    """What launch/pipeline.launch.py returns for ``arguments`` (the others at their
+    defaults); leapp_node processes as their ProcessPlan."""
     pytest.importorskip("launch.actions", reason="ROS 2 launch is not installed (pip-only ROS)")
     pytest.importorskip("launch_ros.actions", reason="launch_ros is not installed")
     from launch.launch_context import LaunchContext
@@ -79,15 +102,26 @@ def test_launch_argument_nodes_launches_only_the_named_nodes(plan, composed, mon
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     monkeypatch.setattr(module, "ros_node", lambda process: process)
-    monkeypatch.setattr(module, "component_container", lambda plan, process: process)
     context = LaunchContext()
     for argument in module.generate_launch_description().get_launch_arguments():
         defaults = argument.default_value or []
         context.launch_configurations[argument.name] = "".join(
             part.perform(context) for part in defaults
         )
-    context.launch_configurations.update(
-        pipeline=str(plan.spec_path), nodes=" policy ", composed=composed
-    )
-    (process,) = module.launch_pipeline(context)
+    context.launch_configurations.update(arguments)
+    return module.launch_pipeline(context)
+
+
+def test_launch_argument_nodes_launches_only_the_named_nodes(plan, monkeypatch):
+    (process,) = launch_pipeline(monkeypatch, pipeline=str(plan.spec_path), nodes=" policy ")
     assert process.pipeline_nodes == ("policy",)
+
+
+def test_launch_argument_nodes_composed_loads_only_the_named_nodes_into_a_container_of_theirs(
+    plan, monkeypatch
+):
+    arguments = {"pipeline": str(plan.spec_path), "nodes": "policy", "composed": "true"}
+    (container,) = launch_pipeline(monkeypatch, **arguments)
+    components = container._ComposableNodeContainer__composable_node_descriptions
+    assert [component.node_name[0].text for component in components] == ["policy"]
+    assert container._Node__node_name == "leapp_container_policy"  # launch_ros keeps it as is

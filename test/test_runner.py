@@ -100,7 +100,8 @@ def test_processes_composed_is_one_container_that_hosts_every_node(seed_export, 
     assert container.pipeline_nodes == NODES
     assert container.argv("python")[3:] == [
         str(make_plan(leapp.spec.load(seed_export)).spec_path.absolute()),
-        "--namespace", "/torch_pipeline", "--ros-args", "--params-file", str(params),
+        "--namespace", "/torch_pipeline",
+        "--ros-args", "-r", "__node:=leapp_container", "--params-file", str(params),
     ]  # fmt: skip
 
 
