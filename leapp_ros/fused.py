@@ -44,7 +44,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from leapp.errors import SpecError
 from leapp.spec import Spec
+from leapp.spec.order import execution_order
 from leapp_ros.executor import node_main
 from leapp_ros.messages import MessageError
 from leapp_ros.node import PipelineNode
@@ -410,19 +412,11 @@ def _execution_order(plan: PipelinePlan) -> list[NodePlan]:
         }
         for node in plan.nodes
     }
-    order: list[NodePlan] = []
-    done: set[str] = set()
-    while len(order) < len(plan.nodes):
-        ready = [n for n in plan.nodes if n.name not in done and needs[n.name] <= done]
-        if not ready:
-            cycle = sorted(set(needs) - done)
-            raise StartupError(
-                f"pipeline {plan.name!r}: data_flow has a cycle through nodes {cycle}; values "
-                "that go back to an earlier node belong in feedback_flow"
-            )
-        order.append(ready[0])
-        done.add(ready[0].name)
-    return order
+    try:
+        names = execution_order(needs, pipeline=plan.name)
+    except SpecError as e:
+        raise StartupError(str(e)) from e
+    return [plan.node(name) for name in names]
 
 
 def _firing(plan: PipelinePlan, settings: dict[str, Any]) -> Any:

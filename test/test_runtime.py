@@ -271,6 +271,24 @@ def test_pipeline_runs_producers_before_consumers_whatever_the_spec_order(seed):
     torch.testing.assert_close(out["policy/action"], expected, rtol=0, atol=1e-5)
 
 
+def test_pipeline_rejects_a_data_flow_cycle_naming_its_nodes(seed):
+    spec = seed[0]
+    looped = dataclasses.replace(
+        spec,
+        pipeline=dataclasses.replace(
+            spec.pipeline,
+            data_flow={**spec.pipeline.data_flow, "policy/action": ("preprocess/state",)},
+            inputs={"preprocess": ("velocity",)},
+        ),
+    )
+    pattern = (
+        r"cycle through nodes \['policy', 'preprocess'\] \(preprocess feeds policy, policy "
+        r"feeds preprocess\); .* belong in feedback_flow"
+    )
+    with pytest.raises(PipelineError, match=pattern):
+        Pipeline(looped)
+
+
 def test_load_model_rejects_an_artifact_that_disagrees_with_the_spec(seed):
     spec = seed[0]
     policy = spec.model("policy")

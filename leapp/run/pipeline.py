@@ -26,10 +26,11 @@ from typing import Any
 
 import torch
 
-from leapp.errors import PipelineError
+from leapp.errors import PipelineError, SpecError
 from leapp.run.model import Model, check_value, load_model, port_check
 from leapp.run.step_code import NodeCall, compile_step
 from leapp.spec import ModelSpec, Spec, TensorSpec
+from leapp.spec.order import execution_order
 
 __all__ = ["Pipeline"]
 
@@ -256,24 +257,12 @@ def _initial_values(spec: Spec) -> dict[str, torch.Tensor]:
 
 def _execution_order(spec: Spec, sources: Mapping[str, tuple[int, str]]) -> list[ModelSpec]:
     """Models ordered producers before consumers, otherwise in spec order."""
-    needs = {
-        m.name: {
-            source.split("/", 1)[0]
-            for key, (where, source) in sources.items()
-            if where == 1 and key.split("/", 1)[0] == m.name
-        }
-        for m in spec.models
-    }
-    order: list[ModelSpec] = []
-    done: set[str] = set()
-    while len(order) < len(spec.models):
-        ready = [m for m in spec.models if m.name not in done and needs[m.name] <= done]
-        if not ready:
-            cycle = sorted(set(needs) - done)
-            raise PipelineError(
-                f"pipeline {spec.name!r}: data_flow has a cycle through nodes {cycle}; "
-                "values that go back to an earlier node belong in feedback_flow"
-            )
-        order.append(ready[0])
-        done.add(ready[0].name)
-    return order
+    needs: dict[str, set[str]] = {m.name: set() for m in spec.models}
+    for key, (where, source) in sources.items():
+        if where == 1:
+            needs[key.split("/", 1)[0]].add(source.split("/", 1)[0])
+    try:
+        names = execution_order(needs, pipeline=spec.name)
+    except SpecError as e:
+        raise PipelineError(str(e)) from e
+    return [spec.model(name) for name in names]

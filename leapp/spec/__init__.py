@@ -19,9 +19,10 @@ Example::
 
 Modules: :mod:`~leapp.spec.schema` (the dataclasses), :mod:`~leapp.spec.yaml_file` (load,
 dump), :mod:`~leapp.spec.document` (the YAML), :mod:`~leapp.spec.parser` and
-:mod:`~leapp.spec.wiring` (the checks), :mod:`~leapp.spec.containment` (every file a spec names
-lies inside its folder), :mod:`~leapp.spec.checksums`, :mod:`~leapp.spec.system`, and
-:mod:`~leapp.spec.examples` (the ``<name>_examples.safetensors`` file next to the spec).
+:mod:`~leapp.spec.wiring` (the checks), :mod:`~leapp.spec.order` (the order the nodes run in),
+:mod:`~leapp.spec.containment` (every file a spec names lies inside its folder),
+:mod:`~leapp.spec.checksums`, :mod:`~leapp.spec.system`, and :mod:`~leapp.spec.examples` (the
+``<name>_examples.safetensors`` file next to the spec).
 """
 
 from leapp.spec.checksums import file_checksums
