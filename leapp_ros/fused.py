@@ -48,19 +48,17 @@ from leapp.errors import SpecError
 from leapp.spec import Spec
 from leapp.spec.order import execution_order
 from leapp_ros.executor import node_main
-from leapp_ros.messages import MessageError
 from leapp_ros.node import PipelineNode
-from leapp_ros.node_log import one_line
+from leapp_ros.node_data import NodeData
 from leapp_ros.plan import NodePlan, PipelinePlan, make_plan
 from leapp_ros.settings import (
     StartupError,
     declare_port_overrides,
     firing_rule,
-    initial_values,
     load_spec,
     qos_profile,
 )
-from leapp_ros.topic_io import OutputWriter, TopicReader, float_ports, nonfinite
+from leapp_ros.topic_io import OutputWriter, TopicReader, nonfinite
 
 __all__ = ["FusedPipelineNode", "main"]
 
@@ -75,31 +73,15 @@ Runs every node of an exported leapp pipeline in one ROS 2 node, tick by tick.""
 
 
 @dataclass(eq=False)
-class _Stage:
-    """One pipeline node inside the fused node: its model, its input values and counters."""
+class _Stage(NodeData):
+    """One pipeline node inside the fused node: its data path and its links to the others."""
 
-    plan: NodePlan
-    call: Any
-    values: list[Any]
-    producers: frozenset[int]  # stages whose outputs this one reads in the same tick
-    state_links: tuple[tuple[int, int], ...] = ()  # (output, input) of its own state
+    producers: frozenset[int] = frozenset()  # stages whose outputs it reads in the same tick
     data_links: list[tuple[int, _Stage, int]] = field(default_factory=list)
     feedback_links: list[tuple[int, _Stage, int]] = field(default_factory=list)
     publish_now: list[tuple[int, Any, OutputWriter]] = field(default_factory=list)
     publish_later: list[tuple[int, Any, OutputWriter]] = field(default_factory=list)
     publishers: list[Any] = field(default_factory=list)
-    float_outputs: tuple[int, ...] = ()
-    runs: int = 0
-    received: int = 0
-    dropped: int = 0
-    stale: int = 0
-    errors: int = 0
-    nonfinite_inputs: int = 0
-    nonfinite_outputs: int = 0
-
-    @property
-    def name(self) -> str:
-        return self.plan.name
 
 
 class FusedPipelineNode(PipelineNode):
@@ -148,8 +130,8 @@ class FusedPipelineNode(PipelineNode):
         )
         self.pipeline_node = ",".join(node.name for node in plan.nodes)
         self.plan_of_pipeline = plan
-        self._stages = _stages(spec, plan)
         self._publish_nonfinite = settings["on_nonfinite"] == "publish"
+        self._stages = _stages(spec, plan, check_nonfinite=not self._publish_nonfinite)
         self.firing = _firing(plan, settings)
         self._ticks = 0
 
@@ -181,7 +163,9 @@ class FusedPipelineNode(PipelineNode):
                 subscription = self.create_subscription(
                     reader.message_class,
                     reader.topic,
-                    self._on_message_callback(number, reader),
+                    self._input_callback(
+                        stage, reader, reader.read, [(number, index) for index in indices]
+                    ),
                     qos_profile(stage.plan.inputs[indices[0]].qos),
                     qos_overriding_options=overrides,
                 )
@@ -210,48 +194,6 @@ class FusedPipelineNode(PipelineNode):
         self._create_status_and_timers()
 
     # --- data path ----------------------------------------------------------------------
-
-    def _on_message_callback(self, number: int, reader: TopicReader) -> Any:
-        stage = self._stages[number]
-        indices, read, values = reader.indices, reader.read, stage.values
-        keys = [(number, index) for index in indices]
-        pending, stamps = self._pending, self._stamps
-        on_inputs = self.firing.mode == "inputs"
-        floats = float_ports(stage.plan.inputs)
-        check = () if self._publish_nonfinite else [
-            n for n, index in enumerate(indices) if index in floats
-        ]  # fmt: skip
-        monotonic = time.monotonic
-
-        def on_message(message: Any) -> None:
-            stage.received += 1
-            try:
-                decoded = read(message)
-            except Exception as e:  # MessageError, or one no codec expected: never die of it
-                stage.dropped += 1
-                problem = e if isinstance(e, MessageError) else one_line(e)
-                self._warn(reader.topic, f"dropped a message on {reader.resolved}: {problem}")
-                return
-            if check and (bad := nonfinite(decoded, check)):
-                stage.nonfinite_inputs += 1
-                ports = [stage.plan.inputs[indices[n]].port for n in bad]
-                self._warn(
-                    "\0nonfinite-in",
-                    f"node {stage.name!r}: dropped a message on {reader.resolved}: input(s) "
-                    f"{ports} hold NaN or infinite values (on_nonfinite: drop)",
-                )
-                return
-            now = monotonic()
-            for index, value in zip(indices, decoded, strict=True):
-                values[index] = value
-            for key in keys:
-                stamps[key] = now
-            if on_inputs:
-                pending.difference_update(keys)
-                if not pending:
-                    self._fire_on_inputs(now)
-
-        return on_message
 
     def _fire_on_inputs(self, now: float) -> None:
         if self._stale_inputs(now, restore=True):
@@ -285,8 +227,13 @@ class FusedPipelineNode(PipelineNode):
         for number, stage in enumerate(self._stages):
             if not stage.producers <= ran:
                 continue  # a producer published nothing this tick
-            results = self._call(stage)
-            if results is None:
+            try:
+                results = stage.call(stage.values)
+            except Exception as e:
+                stage.report_model_error(e, self._warn, self.get_logger())
+                continue
+            if (checks := stage.checked_outputs) and (bad := nonfinite(results, checks)):
+                stage.report_nonfinite_outputs(bad, self._warn)
                 continue
             for output, index in stage.state_links:
                 stage.values[index] = results[output]
@@ -305,54 +252,15 @@ class FusedPipelineNode(PipelineNode):
             publisher.publish(writer.write(value, stamp))
         self._ticks += 1
 
-    def _call(self, stage: _Stage) -> list[Any] | None:
-        try:
-            results = stage.call(stage.values)
-        except Exception as e:
-            stage.errors += 1
-            self._warn(
-                f"\0model {stage.name}",
-                f"node {stage.name!r}: the model failed and this run was skipped: "
-                f"{one_line(e)} (the full error is logged at debug level)",
-            )
-            self.get_logger().debug(f"{stage.name}: {type(e).__name__}: {e}")
-            return None
-        if not self._publish_nonfinite and (bad := nonfinite(results, stage.float_outputs)):
-            stage.nonfinite_outputs += 1
-            ports = [stage.plan.outputs[i].port for i in bad]
-            self._warn(
-                f"\0nonfinite-out {stage.name}",
-                f"node {stage.name!r}: output(s) {ports} hold NaN or infinite values; nothing "
-                "was published (on_nonfinite: drop)",
-            )
-            return None
-        return results
-
     # --- status -------------------------------------------------------------------------
 
     def statuses(self, state: str = "ready") -> list[dict[str, Any]]:
         """One status record per pipeline node, as a ``leapp_node`` of it publishes."""
-        shared = super().status(state)
-        records = []
-        for stage in getattr(self, "_stages", ()):
-            record = dict(shared)
-            record.update(
-                node=stage.name,
-                runs=stage.runs,
-                received=stage.received,
-                dropped=stage.dropped,
-                stale=stage.stale,
-                errors=stage.errors,
-                nonfinite_inputs=stage.nonfinite_inputs,
-                nonfinite_outputs=stage.nonfinite_outputs,
-                subscribers={
-                    publisher.topic_name: publisher.get_subscription_count()
-                    for publisher in stage.publishers
-                },
-                fused=self.get_fully_qualified_name(),
-            )
-            records.append(record)
-        return records
+        fused = self.get_fully_qualified_name()
+        return [
+            {**self._status_record(stage, stage.publishers, state), "fused": fused}
+            for stage in self._stages
+        ]
 
     def _status_records(self, state: str) -> list[dict[str, Any]]:
         return self.statuses(state)
@@ -361,34 +269,19 @@ class FusedPipelineNode(PipelineNode):
         return [stage.name for stage in self._stages]
 
 
-def _stages(spec: Spec, plan: PipelinePlan) -> list[_Stage]:
+def _stages(spec: Spec, plan: PipelinePlan, *, check_nonfinite: bool) -> list[_Stage]:
     """The pipeline's nodes as stages in producer-before-consumer order, wired together."""
-    from leapp_ros.node_model import load_node_model
-
     order = _execution_order(plan)
     position = {node.name: n for n, node in enumerate(order)}
     stages = []
     for node in order:
-        initial = initial_values(plan.initial_values, node)
-        producers = frozenset(
+        stage = _Stage.load(spec, plan, node, check_nonfinite=check_nonfinite)
+        stage.producers = frozenset(
             position[port.source.split("/", 1)[0]]
             for port in node.inputs
             if port.kind == "data_flow" and port.source is not None
         )
-        stages.append(
-            _Stage(
-                plan=node,
-                call=load_node_model(spec, node.name).call,
-                values=[initial.get(i) for i in range(len(node.inputs))],
-                producers=producers,
-                state_links=tuple(
-                    (node.outputs.index(node.output(port.source.split("/", 1)[1])), i)
-                    for i, port in enumerate(node.inputs)
-                    if port.kind == "state" and port.source is not None
-                ),
-                float_outputs=float_ports(node.outputs),
-            )
-        )
+        stages.append(stage)
     by_name = {stage.name: stage for stage in stages}
     for consumer in stages:
         for index, port in enumerate(consumer.plan.inputs):

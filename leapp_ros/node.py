@@ -43,7 +43,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -58,19 +58,18 @@ from leapp.spec import Spec
 from leapp_ros.cpu_settings import CpuLatencyRequest, CpuSettingsError, pin_process
 from leapp_ros.executor import node_main
 from leapp_ros.intra_process import IntraProcessBus, publish_through
-from leapp_ros.messages import MessageError
-from leapp_ros.node_log import RateLimitedLog, one_line
+from leapp_ros.node_data import NodeData
+from leapp_ros.node_log import RateLimitedLog
 from leapp_ros.plan import METADATA_QOS, STATUS_TOPIC, make_plan
 from leapp_ros.settings import (
     StartupError,
     declare_parameters,
     declare_port_overrides,
     firing_rule,
-    initial_values,
     load_spec,
     qos_profile,
 )
-from leapp_ros.topic_io import OutputWriter, TopicReader, float_ports, nonfinite, topic_readers
+from leapp_ros.topic_io import OutputWriter, TopicReader, nonfinite, topic_readers
 
 __all__ = ["PipelineNode", "StartupError", "main"]
 
@@ -125,8 +124,6 @@ class PipelineNode(Node):
             cli_args=None if cli_args is None else list(cli_args),
             use_global_arguments=use_global_arguments,
         )
-        self._runs = self._received = self._dropped = self._stale = self._errors = 0
-        self._nonfinite_inputs = self._nonfinite_outputs = 0
         self._warnings = RateLimitedLog(self.get_logger())
         self._leapp_timers: list[Any] = []
         self._cpu_latency: CpuLatencyRequest | None = None
@@ -180,38 +177,35 @@ class PipelineNode(Node):
         self.plan = plan.node(self.pipeline_node)
         self.firing = firing_rule(self.plan, settings)
         self._publish_nonfinite = settings["on_nonfinite"] == "publish"
-        from leapp_ros.node_model import load_node_model
-
-        self._model = load_node_model(spec, self.pipeline_node)
-        initial = initial_values(plan.initial_values, self.plan)
+        self._data = NodeData.load(
+            spec, plan, self.plan, check_nonfinite=not self._publish_nonfinite
+        )
+        self._values = self._data.values  # (the same list: one lookup less per run)
         self._readers = topic_readers(self.plan.inputs)
         self._writers = [OutputWriter(port) for port in self.plan.outputs]
         inputs = self.plan.inputs
-        self._values: list[Any] = [initial.get(i) for i in range(len(inputs))]
-        self._float_inputs = float_ports(inputs)
-        self._float_outputs = float_ports(self.plan.outputs)
         self._stamps = [-math.inf] * len(inputs)
         self._triggers = frozenset(i for i, port in enumerate(inputs) if port.triggers)
         self._pending = set(self._triggers)
-        self._state_links = tuple(
-            (self.plan.outputs.index(self.plan.output(port.source.split("/", 1)[1])), i)
-            for i, port in enumerate(inputs)
-            if port.kind == "state" and port.source is not None
-        )
 
     def _create_entities(self) -> None:
         overrides = QoSOverridingOptions.with_default_policies()
+        # the middleware's copies of values the intra-process bus delivered already are skipped
+        skip = self._bus.produces if self._bus is not None else None
         for reader in self._readers:
             subscription = self.create_subscription(
                 reader.message_class,
                 reader.topic,
-                self._on_message_callback(reader),
+                self._input_callback(self._data, reader, reader.read, reader.indices, skip),
                 qos_profile(self.plan.inputs[reader.indices[0]].qos),
                 qos_overriding_options=overrides,
             )
             reader.resolved = subscription.topic_name  # after remapping: the name users see
             if self._bus is not None:
-                deliver = self._on_value_callback(reader)
+                count = len(reader.indices)
+                deliver = self._input_callback(
+                    self._data, reader, lambda value, n=count: [value] * n, reader.indices
+                )
                 self._bus_exits.append(self._bus.subscribe(reader.resolved, deliver))
         self._output_publishers = [
             self.create_publisher(
@@ -261,73 +255,35 @@ class PipelineNode(Node):
 
     # --- data path ----------------------------------------------------------------------
 
-    def _on_message_callback(self, reader: TopicReader) -> Any:
-        topic, read, accept = reader.topic or "", reader.read, self._accept_callback(reader)
-        produced_here = self._bus.produces if self._bus is not None else None
-
-        def on_message(message: Any) -> None:
-            if produced_here is not None and produced_here(reader.resolved):
-                return  # the middleware's copy of a value the bus delivered already
-            self._received += 1
-            try:
-                decoded = read(message)
-            except Exception as e:  # MessageError, or one no codec expected: never die of it
-                self._dropped += 1
-                problem = e if isinstance(e, MessageError) else one_line(e)
-                self._warn(topic, f"dropped a message on {reader.resolved}: {problem}")
-                return
-            accept(decoded)
-
-        return on_message
-
-    def _on_value_callback(self, reader: TopicReader) -> Any:
-        """What the intra-process bus calls with another node's output value."""
-        accept, count = self._accept_callback(reader), len(reader.indices)
-
-        def on_value(value: Any) -> None:
-            self._received += 1
-            accept([value] * count)
-
-        return on_value
-
-    def _accept_callback(self, reader: TopicReader) -> Any:
-        """Takes the decoded values of a topic's ports: checks, stores, fires."""
-        indices = reader.indices
-        values, stamps, pending = self._values, self._stamps, self._pending
-        triggers = [i for i in indices if i in self._triggers]
-        on_inputs = self.firing.mode == "inputs"
-        monotonic = time.monotonic
-        check = () if self._publish_nonfinite else [
-            n for n, index in enumerate(indices) if index in self._float_inputs
-        ]  # fmt: skip
-
-        def accept(decoded: list[Any]) -> None:
-            if check and (bad := nonfinite(decoded, check)):
-                self._nonfinite_inputs += 1
-                ports = [self.plan.inputs[indices[n]].port for n in bad]
-                self._warn(
-                    "\0nonfinite-in",
-                    f"node {self.pipeline_node!r}: dropped a message on {reader.resolved}: "
-                    f"input(s) {ports} hold NaN or infinite values (on_nonfinite: drop)",
-                )
-                return
-            now = monotonic()
-            for index, value in zip(indices, decoded, strict=True):
-                values[index] = value
-                stamps[index] = now
-            if triggers and on_inputs:
-                pending.difference_update(triggers)
-                if not pending:
-                    self._fire_on_inputs(now)
-
-        return accept
+    def _input_callback(
+        self,
+        data: NodeData,
+        reader: TopicReader,
+        read: Callable[[Any], list[Any]],
+        keys: Sequence[Any],
+        skip: Callable[[str], bool] | None = None,
+    ) -> Callable[[Any], None]:
+        """What a subscription (or the bus) calls with each message for ``data``'s ports
+        ``reader.indices``, keyed ``keys`` in this node's stamps and pending set."""
+        return data.input_callback(
+            reader,
+            read,
+            keys=keys,
+            stamps=self._stamps,
+            pending=self._pending,
+            triggers=self._triggers if self.firing.mode == "inputs" else (),
+            fire=self._fire_on_inputs,
+            warn=self._warn,
+            check_nonfinite=not self._publish_nonfinite,
+            skip=skip,
+        )
 
     def _fire_on_inputs(self, now: float) -> None:
         age = self.firing.max_input_age_s
         if age:
             old = [i for i in self._triggers if now - self._stamps[i] > age]
             if old:
-                self._stale += 1
+                self._data.stale += 1
                 self._pending.update(old)
                 return
         self._pending.update(self._triggers)
@@ -340,24 +296,19 @@ class PipelineNode(Node):
         if age:
             now = time.monotonic()
             if any(now - self._stamps[i] > age for i in self._triggers):
-                self._stale += 1
+                self._data.stale += 1
                 return
         self._run()
 
     def _run(self) -> None:
+        data = self._data
         try:
             # The readers checked every value against its port; no second check here.
-            results = self._model.call(self._values)
-            if not self._publish_nonfinite and (bad := nonfinite(results, self._float_outputs)):
-                self._nonfinite_outputs += 1
-                ports = [self.plan.outputs[i].port for i in bad]
-                self._warn(
-                    "\0nonfinite-out",
-                    f"node {self.pipeline_node!r}: output(s) {ports} hold NaN or infinite "
-                    "values; nothing was published (on_nonfinite: drop)",
-                )
+            results = data.call(self._values)
+            if (checks := data.checked_outputs) and (bad := nonfinite(results, checks)):
+                data.report_nonfinite_outputs(bad, self._warn)
                 return
-            for output, index in self._state_links:
+            for output, index in data.state_links:
                 self._values[index] = results[output]
             stamp = self.get_clock().now().to_msg() if self._stamped else None
             if self._publish_through is not None:
@@ -368,35 +319,28 @@ class PipelineNode(Node):
                 ):
                     publisher.publish(writer.write(value, stamp))
         except Exception as e:
-            self._errors += 1
-            self._warn(
-                "\0model",
-                f"node {self.pipeline_node!r}: the model failed and this run was skipped: "
-                f"{one_line(e)} (the full error is logged at debug level)",
-            )
-            self.get_logger().debug(f"{type(e).__name__}: {e}")
+            data.report_model_error(e, self._warn, self.get_logger())
             return
-        self._runs += 1
+        data.runs += 1
 
     # --- status -------------------------------------------------------------------------
 
     def status(self, state: str = "ready") -> dict[str, Any]:
         """The status record this node publishes on ``_leapp/status``."""
+        return self._status_record(self._data, self._output_publishers, state)
+
+    def _status_record(
+        self, data: NodeData, publishers: Sequence[Any], state: str
+    ) -> dict[str, Any]:
         return {
-            "node": self.pipeline_node,
+            "node": data.name,
             "state": state,
-            "runs": self._runs,
-            "received": self._received,
-            "dropped": self._dropped,
-            "stale": self._stale,
-            "errors": self._errors,
-            "nonfinite_inputs": self._nonfinite_inputs,
-            "nonfinite_outputs": self._nonfinite_outputs,
+            **data.counts(),
             "cpu_latency_us": self._cpu_latency.microseconds if self._cpu_latency else None,
             "cpu_affinity": list(self._cpu_affinity) if self._cpu_affinity else None,
             "subscribers": {
                 publisher.topic_name: publisher.get_subscription_count()
-                for publisher in getattr(self, "_output_publishers", ())
+                for publisher in publishers
             },
         }
 
