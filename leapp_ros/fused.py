@@ -10,7 +10,8 @@ in producer-before-consumer order, handing values from node to node in memory. I
 the same topics as the graph of one node per pipeline node: the outputs no other node consumes
 (the pipeline's results) as soon as their node has run, then, once the tick is over, the
 intermediate outputs another node consumes (for ``ros2 topic echo``, bags and debugging;
-``publish_intermediate:=false`` leaves those topics out). One subscription hop and no
+``publish_intermediate:=false`` leaves those topics out; one nobody subscribes to is not
+encoded at all, unless its QoS is transient_local). One subscription hop and no
 intermediate hop: a tick costs what :class:`leapp.Pipeline` costs plus one message in and one
 out.
 
@@ -40,7 +41,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,7 +81,10 @@ class _Stage(NodeData):
     data_links: list[tuple[int, _Stage, int]] = field(default_factory=list)
     feedback_links: list[tuple[int, _Stage, int]] = field(default_factory=list)
     publish_now: list[tuple[int, Any, OutputWriter]] = field(default_factory=list)
-    publish_later: list[tuple[int, Any, OutputWriter]] = field(default_factory=list)
+    # intermediates, published after the outputs; each with what says whether anyone wants it
+    publish_later: list[tuple[int, Any, OutputWriter, Callable[[], int]]] = field(
+        default_factory=list
+    )
     publishers: list[Any] = field(default_factory=list)
 
 
@@ -136,6 +140,7 @@ class FusedPipelineNode(PipelineNode):
         self._ticks = 0
 
     def _create_entities(self) -> None:
+        from rclpy.qos import DurabilityPolicy
         from rclpy.qos_overriding_options import QoSOverridingOptions
 
         overrides = QoSOverridingOptions.with_default_policies()
@@ -183,12 +188,17 @@ class FusedPipelineNode(PipelineNode):
                     qos_overriding_options=overrides,
                 )
                 stage.publishers.append(publisher)
-                target = stage.publish_later if intermediate else stage.publish_now
-                target.append((index, publisher, writer))
+                if not intermediate:
+                    stage.publish_now.append((index, publisher, writer))
+                elif publisher.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL:
+                    stage.publish_later.append((index, publisher, writer, _always))
+                else:  # no subscriber, no message: skip encoding one nobody takes
+                    wanted = publisher.get_subscription_count
+                    stage.publish_later.append((index, publisher, writer, wanted))
         self._stamped = any(
-            writer.stamped
+            entry[2].stamped
             for stage in self._stages
-            for _, _, writer in (*stage.publish_now, *stage.publish_later)
+            for entry in (*stage.publish_now, *stage.publish_later)
         )
         self._output_publishers = [p for stage in self._stages for p in stage.publishers]
         self._create_status_and_timers()
@@ -221,7 +231,7 @@ class FusedPipelineNode(PipelineNode):
     def _run(self) -> None:
         """One tick: every stage in order, pipeline results published at once."""
         ran: set[int] = set()
-        later: list[tuple[Any, OutputWriter, Any]] = []
+        later: list[tuple[Any, OutputWriter, Any, Callable[[], int]]] = []
         feedback: list[tuple[_Stage, int, Any]] = []
         stamp = self.get_clock().now().to_msg() if self._stamped else None
         for number, stage in enumerate(self._stages):
@@ -243,13 +253,16 @@ class FusedPipelineNode(PipelineNode):
                 feedback.append((consumer, index, results[output]))
             for output, publisher, writer in stage.publish_now:
                 publisher.publish(writer.write(results[output], stamp))
-            later.extend((p, w, results[output]) for output, p, w in stage.publish_later)
+            later.extend(
+                (p, w, results[output], want) for output, p, w, want in stage.publish_later
+            )
             stage.runs += 1
             ran.add(number)
         for consumer, index, value in feedback:
             consumer.values[index] = value
-        for publisher, writer, value in later:
-            publisher.publish(writer.write(value, stamp))
+        for publisher, writer, value, wanted in later:
+            if wanted():
+                publisher.publish(writer.write(value, stamp))
         self._ticks += 1
 
     # --- status -------------------------------------------------------------------------
@@ -267,6 +280,10 @@ class FusedPipelineNode(PipelineNode):
 
     def _ready_names(self) -> list[str]:
         return [stage.name for stage in self._stages]
+
+
+def _always() -> int:
+    return 1  # a latched (transient_local) intermediate: late subscribers get the last value
 
 
 def _stages(spec: Spec, plan: PipelinePlan, *, check_nonfinite: bool) -> list[_Stage]:

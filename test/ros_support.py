@@ -191,3 +191,63 @@ def eager_seed(seed: SimpleNamespace, state: Any, velocity: Any) -> tuple[Any, A
     with torch.no_grad():
         obs = seed.module.preprocess(state, velocity)
         return obs, seed.module.run_policy(seed.policy, obs)
+
+
+def check_obs_only_while_echoed(
+    seed: SimpleNamespace, probe: Probe, echo: Probe, obs_publisher: Any, local_readers: int
+) -> None:
+    """Drive the seed's nodes, spun by ``probe`` and publishing ``obs`` on ``obs_publisher``,
+    over real DDS: with only ``local_readers`` subscribed to ``obs``, no ``obs`` goes to the
+    middleware and every action equals eager PyTorch's; once ``echo`` subscribes, it gets every
+    ``obs``, equal to eager PyTorch's."""
+    import time
+
+    from std_msgs.msg import Float32MultiArray
+
+    def wait(condition: Callable[[], Any], what: str) -> None:
+        deadline = time.monotonic() + 20.0
+        while not condition():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            probe.executor.spin_once(timeout_sec=0.01)
+            echo.executor.spin_once(timeout_sec=0.0)
+
+    sent: list = []
+    publish = obs_publisher.publish
+    obs_publisher.publish = lambda message: (sent.append(message), publish(message))
+    actions = probe.subscribe("/torch_pipeline/policy/action", Float32MultiArray)
+    inputs = [
+        probe.publisher(f"/torch_pipeline/preprocess/{port}", Float32MultiArray)
+        for port in ("state", "velocity")
+    ]
+    for publisher in inputs:
+        probe.wait_matched(publisher)
+
+    def exchange(count: int, seen: list | None = None) -> list:
+        """``count`` input pairs, each until its action (and, given ``seen``, the echo's obs)
+        arrived; their eager ``(obs, action)``."""
+        expected = []
+        for _ in range(count):
+            state, velocity = torch.randn(6), torch.randn(3)
+            target = (len(actions) + 1, 0 if seen is None else len(seen) + 1)
+            for publisher, value in zip(inputs, (state, velocity), strict=True):
+                publisher.publish(Float32MultiArray(data=value.tolist()))
+            wait(lambda t=target: (len(actions), len(seen or ())) >= t, "the answers")
+            expected.append(eager_seed(seed, state, velocity))
+        return expected
+
+    expected = exchange(5)
+    for message, (_, action) in zip(actions[-5:], expected, strict=True):
+        assert torch.allclose(torch.tensor(message.data), action, atol=1e-5)
+    assert sent == [] and obs_publisher.get_subscription_count() == local_readers
+
+    seen = echo.subscribe("/torch_pipeline/preprocess/obs", Float32MultiArray)
+    wait(lambda: obs_publisher.get_subscription_count() == local_readers + 1, "the echo")
+    while not seen:  # until the echo has matched the publisher too
+        publish(Float32MultiArray())
+        wait(lambda: True, "")
+        echo.spin_for(0.05)
+    seen.clear()
+    expected = exchange(5, seen)
+    assert len(sent) == 5
+    for message, (obs, _) in zip(seen[-5:], expected, strict=True):
+        assert torch.allclose(torch.tensor(message.data), obs, atol=1e-6)

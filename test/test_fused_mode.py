@@ -10,14 +10,14 @@ import math
 
 import pytest
 import torch
-from ros_support import eager_seed, exited, export_seed, ros_graph
+from ros_support import check_obs_only_while_echoed, eager_seed, exited, export_seed, ros_graph
 from runner_support import SeedIO
 
 from leapp.spec import load
 from leapp_ros.cli import main
 from leapp_ros.plan import PlanError, make_plan
 from leapp_ros.processes import plan_processes
-from leapp_ros.testing import GraphUnderTest
+from leapp_ros.testing import GraphUnderTest, Probe, reserve_domain_id
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +87,35 @@ def test_publish_intermediate_false_leaves_the_intermediate_topics_out(seed, tmp
         SeedIO(probe).step(state, velocity, expected, timeout_s=20)
         assert probe.node.count_publishers("/torch_pipeline/policy/action") == 1
         assert probe.node.count_publishers("/torch_pipeline/preprocess/obs") == 0
+
+
+def test_an_intermediate_is_encoded_only_while_someone_subscribes(seed):
+    """Over real DDS: with nobody on ``obs`` the fused node publishes no ``obs`` and its
+    actions still match eager PyTorch; once an echo subscribes, it gets every ``obs``, equal to
+    eager PyTorch's."""
+    from rclpy.parameter import Parameter
+
+    from leapp_ros.fused import FusedPipelineNode
+
+    spec_path = str(next(seed.path.glob("*.yaml")))
+    with (
+        reserve_domain_id() as domain_id,
+        Probe(domain_id) as probe,
+        Probe(domain_id, "echo") as echo,
+    ):
+        node = FusedPipelineNode(
+            namespace="/torch_pipeline",
+            context=probe.context,
+            parameter_overrides=[Parameter("spec_path", Parameter.Type.STRING, spec_path)],
+        )
+        try:
+            probe.executor.add_node(node)
+            (obs_publisher,) = [
+                p for p in node._output_publishers if p.topic_name.endswith("/obs")
+            ]
+            check_obs_only_while_echoed(seed, probe, echo, obs_publisher, local_readers=0)
+        finally:
+            node.destroy_node()
 
 
 def test_verify_fused_replays_the_examples_through_one_node(seed, capsys):

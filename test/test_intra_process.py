@@ -6,8 +6,7 @@ one bus over real rclpy and Fast DDS."""
 from __future__ import annotations
 
 import pytest
-import torch
-from ros_support import eager_seed, export_seed
+from ros_support import check_obs_only_while_echoed, export_seed
 
 from leapp_ros.intra_process import IntraProcessBus, publish_through
 from leapp_ros.testing import Probe, reserve_domain_id
@@ -78,10 +77,7 @@ def test_composed_nodes_publish_an_intermediate_only_while_someone_else_subscrib
     """Over real DDS: with only the composed consumer subscribed, ``obs`` never goes to the
     middleware, and actions still match eager PyTorch; once another participant (an echo, a
     bag) subscribes, it gets every ``obs``, equal to eager PyTorch's."""
-    import time
-
     from rclpy.parameter import Parameter
-    from std_msgs.msg import Float32MultiArray
 
     from leapp_ros.node import PipelineNode
 
@@ -103,58 +99,12 @@ def test_composed_nodes_publish_an_intermediate_only_while_someone_else_subscrib
             for name in ("preprocess", "policy")
         ]
 
-        def wait(condition, what: str) -> None:
-            deadline = time.monotonic() + 20.0
-            while not condition():
-                assert time.monotonic() < deadline, f"timed out waiting for {what}"
-                probe.executor.spin_once(timeout_sec=0.01)
-                echo.executor.spin_once(timeout_sec=0.0)
-
         try:
             for node in nodes:
                 probe.executor.add_node(node)
             obs_publisher = nodes[0]._output_publishers[0]
             assert obs_publisher.topic_name == "/torch_pipeline/preprocess/obs"
-            sent: list = []
-            publish = obs_publisher.publish
-            obs_publisher.publish = lambda message: (sent.append(message), publish(message))
-            actions = probe.subscribe("/torch_pipeline/policy/action", Float32MultiArray)
-            inputs = [
-                probe.publisher(f"/torch_pipeline/preprocess/{port}", Float32MultiArray)
-                for port in ("state", "velocity")
-            ]
-            for publisher in inputs:
-                probe.wait_matched(publisher)
-
-            def exchange(count: int, seen: list | None = None) -> list:
-                """``count`` input pairs, each until its action (and, given ``seen``, the
-                echo's obs) arrived; their eager ``(obs, action)``."""
-                expected = []
-                for _ in range(count):
-                    state, velocity = torch.randn(6), torch.randn(3)
-                    target = (len(actions) + 1, 0 if seen is None else len(seen) + 1)
-                    for publisher, value in zip(inputs, (state, velocity), strict=True):
-                        publisher.publish(Float32MultiArray(data=value.tolist()))
-                    wait(lambda t=target: (len(actions), len(seen or ())) >= t, "the answers")
-                    expected.append(eager_seed(seed, state, velocity))
-                return expected
-
-            expected = exchange(5)
-            for message, (_, action) in zip(actions[-5:], expected, strict=True):
-                assert torch.allclose(torch.tensor(message.data), action, atol=1e-5)
-            assert sent == [] and obs_publisher.get_subscription_count() == 1
-
-            seen = echo.subscribe("/torch_pipeline/preprocess/obs", Float32MultiArray)
-            wait(lambda: obs_publisher.get_subscription_count() == 2, "the echo to match")
-            while not seen:  # until the echo has matched the publisher too
-                publish(Float32MultiArray())
-                wait(lambda: True, "")
-                echo.spin_for(0.05)
-            seen.clear()
-            expected = exchange(5, seen)
-            assert len(sent) == 5
-            for message, (obs, _) in zip(seen[-5:], expected, strict=True):
-                assert torch.allclose(torch.tensor(message.data), obs, atol=1e-6)
+            check_obs_only_while_echoed(seed, probe, echo, obs_publisher, local_readers=1)
         finally:
             for node in nodes:
                 node.destroy_node()
