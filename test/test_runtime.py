@@ -157,6 +157,31 @@ def test_onnx_model_accepts_non_contiguous_inputs_that_require_grad(seed):
     torch.testing.assert_close(model.run([obs])[0], policy(obs), rtol=0, atol=1e-5)
 
 
+def test_onnx_io_binding_is_used_only_where_it_agrees_on_random_values(seed, monkeypatch):
+    """A bound run that answers every call with its first result (stale buffers) agrees with
+    ``session.run`` on zeros alone; the random check catches it and the node runs through
+    ``session.run``, like eager PyTorch."""
+    from leapp.run import onnx_runner
+
+    spec, _, policy = seed
+    assert onnx_runner.load_onnx(spec, "policy").bound is not None  # the cheap entry, normally
+
+    class StaleRun(onnx_runner.BoundRun):
+        __slots__ = ("first",)
+
+        def call(self, values):
+            if not hasattr(self, "first"):
+                self.first = super().call(values)
+            return [array.copy() for array in self.first]
+
+    monkeypatch.setattr(onnx_runner, "BoundRun", StaleRun)
+    model = onnx_runner.load_onnx(spec, "policy")
+    assert model.bound is None and model.call == model.call_session
+    obs = torch.randn(9)
+    found = torch.from_numpy(model.call([obs.numpy()])[0])
+    torch.testing.assert_close(found, policy(obs), rtol=0, atol=1e-5)
+
+
 def test_pipeline_load_verifies_checksums(seed, tmp_path):
     spec, _, _ = seed
     copy = tmp_path / "torch_pipeline"

@@ -145,7 +145,8 @@ class OnnxModel:
 
     def bind(self) -> bool:
         """Route :attr:`call` through a :class:`BoundRun` when it agrees with ``session.run``
-        on zeros; whether it does."""
+        on zeros and on seeded random values (floating inputs; the others stay zero, as an
+        index or a mask must stay valid); whether it does."""
         try:
             inputs = [
                 (name, _dtype(self, port), tuple(port.shape))
@@ -156,8 +157,9 @@ class OnnxModel:
                 for name, port in zip(self._outputs, self.outputs, strict=True)
             ]
             bound = BoundRun(self._session, inputs, outputs)
-            zeros = {name: np.zeros(shape, dtype) for name, dtype, shape in inputs}
-            agrees = bound.agrees(self._session, self._outputs, zeros)
+            agrees = all(
+                bound.agrees(self._session, self._outputs, feed) for feed in _check_feeds(inputs)
+            )
         except Exception as e:  # no binding in this ONNX Runtime, or a model it does not fit
             logger.debug("node %s: ONNX I/O binding not used: %s", self.name, e)
             return False
@@ -236,6 +238,22 @@ def _warm_up(model: OnnxModel) -> bool:
                 f"{port.dtype} {list(port.shape)}; re-export the node"
             )
     return True
+
+
+def _check_feeds(
+    inputs: Sequence[tuple[str, np.dtype, tuple[int, ...]]],
+) -> list[dict[str, np.ndarray]]:
+    """Zeros, then seeded random values in the floating inputs: a bound run that returns
+    stale or zeroed buffers, or mixes up two inputs, disagrees with ``session.run`` on one."""
+    random = np.random.default_rng(0)
+    zeros = {name: np.zeros(shape, dtype) for name, dtype, shape in inputs}
+    mixed = {
+        name: random.standard_normal(shape).astype(dtype)
+        if np.issubdtype(dtype, np.floating)
+        else np.zeros(shape, dtype)
+        for name, dtype, shape in inputs
+    }
+    return [zeros, mixed]
 
 
 def _dtype(model: OnnxModel, port: TensorSpec) -> np.dtype:
