@@ -278,6 +278,13 @@ def test_nonfinite_finds_nan_and_inf_in_float_ports_only():
     assert nonfinite([np.float32([1, np.nan]), np.int64([1, 2])], positions) == [0]
     assert nonfinite([torch.tensor([1.0, float("inf")])], positions) == [0]
     assert nonfinite([np.float32([1, 2])], positions) == []
+    # tensors NumPy cannot view are checked by torch
+    for tensor in (
+        torch.tensor([float("nan"), 1.0], dtype=torch.bfloat16),
+        torch.tensor([1.0, float("-inf")], requires_grad=True),
+    ):
+        assert nonfinite([tensor], positions) == [0]
+        assert nonfinite([torch.ones_like(tensor)], positions) == []
 
 
 def test_harness_sends_ports_of_one_message_together(robot_export):
