@@ -117,7 +117,7 @@ def import_seconds(python: str, folder: Path) -> tuple[float, float]:
     if done.returncode:
         raise RuntimeError(f"{python}: import failed:\n{done.stderr[-2000:]}")
     torch_s, leapp_s, where = bench_line(done.stdout).split(maxsplit=2)
-    if (python != sys.executable) == Path(where).is_relative_to(ROOT):
+    if (python != sys.executable) == Path(where).is_relative_to(ROOT / "leapp"):
         raise RuntimeError(f"{python} imported the wrong leapp: {where}")
     return float(torch_s), float(leapp_s)
 
