@@ -128,6 +128,20 @@ def report(inprocess: dict, results: dict, extras: dict, skipped: dict[str, str]
             f"{verdict:<7} {result['timing'].median / in_graph:15.2f}x {versus:>14}  "
             f"{result['sustained']:>4} Hz {rate}{lost(result)}"
         )
+    print(
+        "  the same limits applied to the hand-written graphs (plain rclpy nodes calling the "
+        "same artifacts; no verdict of leapp's):"
+    )
+    for mode, hand_label in HAND_WRITTEN_OF.items():
+        if mode not in found or hand_label not in results:
+            continue
+        floor, in_graph, _ = found[mode]
+        median, limit = results[hand_label]["timing"].median, FLOORS[mode][3]
+        would = "would meet" if median / floor <= limit else "would miss"
+        print(
+            f"    {hand_label:<46} {median:7.1f} us = {median / floor:5.2f}x the floor of "
+            f"{mode!r} (limit <= {limit}: {would}), {median / in_graph:5.2f}x its in-graph floor"
+        )
     for what, why in skipped.items():
         print(f"  {what}: not measured, {why}")
     print(f"  (rates tried: {', '.join(map(str, RATES_HZ))} Hz; limit >= {TARGET_RATE_HZ:.0f} Hz)")

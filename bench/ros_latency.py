@@ -34,7 +34,9 @@ beside). Limits: composed <= 1.3x its floor, one process per node <= 1.2x, fused
 >= 1 kHz sustained with < 1 % of actions lost in every mode. Beside the verdicts, without a
 limit, "x hand-written": a mode's median over the hand-written graph of its shape (composed:
 the composed chain; one process per node: the chain across processes; fused, composed: the
-single node composed; fused, own process: the single node in its own process). The floors hold
+single node composed; fused, own process: the single node in its own process). Below the
+verdicts, the same limits are applied to those hand-written graphs (whether plain rclpy nodes
+calling the same artifacts would meet them on this machine; no verdict). The floors hold
 the model calls at their hot-loop cost, which calls between middleware work do not reach on
 every machine; the hand-written graphs pay what leapp's graphs pay there. So the in-process calls
 are also timed the way a callback makes them, on a thread just woken by another one (and after
