@@ -119,11 +119,11 @@ def hand_written_parts(node, artifacts, state, velocity) -> tuple[Callable, dict
     return tick, parts
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=20000, help="timed calls of each")
     parser.add_argument("--rounds", type=int, default=20, help="alternating rounds of them")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     import rclpy
 

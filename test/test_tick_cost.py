@@ -1,0 +1,24 @@
+"""bench/tick_cost.py, short: it builds the fused node and the hand-written node of the seed
+pipeline, ticks both through their subscription callbacks and prints each tick against the
+sum of its parts (the figures are the bench's business; here only that it runs and ticks)."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from ros_support import REPO
+
+sys.path.insert(0, str(REPO / "bench"))
+import tick_cost
+
+
+def test_tick_cost_bench_times_both_ticks_against_their_parts(capsys):
+    tick_cost.main(["--samples", "200", "--rounds", "2"])
+    printed = capsys.readouterr().out
+    ratios = re.findall(r"= (\d+\.\d+)x the sum of its parts", printed)
+    assert len(ratios) == 2, printed
+    assert all(float(ratio) > 0 for ratio in ratios), printed
+    for part in ("preprocess (TorchScript)", "policy (ONNX)", "both model calls"):
+        assert part in printed, printed
+    assert re.search(r"leapp fused tick / hand-written tick: \d+\.\d+x", printed), printed
