@@ -287,6 +287,23 @@ def test_nonfinite_finds_nan_and_inf_in_float_ports_only():
         assert nonfinite([torch.ones_like(tensor)], positions) == []
 
 
+@pytest.mark.parametrize(
+    "value, bad",
+    [
+        (np.float32([3e38, 3e38, -1.0]), False),  # finite, but the sum overflows
+        (np.float16([60000, 60000]), False),
+        (np.float64([[1.0, 2.0], [3.0, np.nan]]), True),  # every axis, not the first only
+        (np.float32([np.inf, -np.inf]), True),
+        (np.zeros((0, 3), np.float32), False),
+        (np.where(np.arange(10_000) == 9_999, np.nan, 1.0).astype(np.float32), True),  # large
+        (np.full(10_000, 3e38, np.float32), False),
+        (torch.tensor([[1.0, 2.0], [float("nan"), 0.0]]), True),
+    ],
+)
+def test_nonfinite_is_exact_where_a_sum_would_overflow_or_hide_a_value(value, bad):
+    assert nonfinite([value], (0,)) == ([0] if bad else [])
+
+
 def test_harness_sends_ports_of_one_message_together(robot_export):
     from leapp_ros.processes import load_plan
 
