@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -249,7 +250,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="subprocess runs per figure")
     parser.add_argument("--steps", type=int, default=20000, help="timed calls of each kind")
-    parser.add_argument("--nvidia-python", help="a Python whose leapp is NVIDIA's 0.7.2")
+    parser.add_argument(
+        "--nvidia-python",
+        # absolute, not resolved: the runs happen in other folders, and a venv's python is a
+        # link whose target would leave the venv
+        type=os.path.abspath,
+        help="a Python whose leapp is NVIDIA's 0.7.2",
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as folder:
