@@ -18,6 +18,7 @@ from export import STEP
 from graph_client import RATES_HZ
 
 TARGET_RATE_HZ = 1000.0
+CPU_RATE_HZ = 500.0  # the rate at which CPU time per answer is measured
 CHAIN, CHAIN_PROCESSES = "plain rclpy chain, composed", "plain rclpy chain, one process per node"
 HOP, HOP_PROCESS = "plain rclpy hop pair, composed", "plain rclpy hop pair, own process"
 COMPOSED, PROCESSES = "composed", "one process per node"
@@ -91,11 +92,17 @@ def report(inprocess: dict, results: dict, extras: dict, skipped: dict[str, str]
             for c in conditions
         )
         print(f"    {label:<60}{cells}")
-    print(f"  rclpy references ({DEFAULTS}):{'median':>26} {'p99':>10}   sustained (< 1 % loss)")
+    print(
+        f"  rclpy references ({DEFAULTS}):{'median':>26} {'p99':>10}   sustained (< 1 % loss)"
+        f"   CPU per answer at {CPU_RATE_HZ:.0f} Hz"
+    )
     for label in REFERENCES:
         if label in results:
             result = results[label]
-            print(f"    {label:<46} {timings(result)}   {result['sustained']} Hz{lost(result)}")
+            print(
+                f"    {label:<46} {timings(result)}   {result['sustained']:>4} Hz"
+                f"{cpu(result):>30}{lost(result)}"
+            )
     checked = [results[label]["checked"] for label in HAND_WRITTEN_OF.values() if label in results]
     if checked:
         print(
@@ -109,7 +116,7 @@ def report(inprocess: dict, results: dict, extras: dict, skipped: dict[str, str]
     print(
         f"  {'mode':<20} {'CPU settings':<26} {'median':>10} {'p99':>10} {'x floor':>8} "
         f"{'limit':>7}         {'x in-graph floor':>16} {'x hand-written':>14}  "
-        "sustained (< 1 % loss)"
+        f"sustained (< 1 % loss)   CPU per answer at {CPU_RATE_HZ:.0f} Hz (x hand-written)"
     )
     modes = [(m, DEFAULTS) for m in FLOORS if m in results] + list(extras)
     for mode, setting in modes:
@@ -123,10 +130,11 @@ def report(inprocess: dict, results: dict, extras: dict, skipped: dict[str, str]
             verdict = rate = "INVALID"
         hand = results.get(HAND_WRITTEN_OF[mode])
         versus = f"{result['timing'].median / hand['timing'].median:.2f}x" if hand else "-"
+        cpu_versus = f"({result['cpu'] / hand['cpu']:.2f}x)" if hand else ""
         print(
             f"  {mode:<20} {setting:<26} {timings(result)} {ratio:7.2f}x <= {limit:<4} "
             f"{verdict:<7} {result['timing'].median / in_graph:15.2f}x {versus:>14}  "
-            f"{result['sustained']:>4} Hz {rate}{lost(result)}"
+            f"{result['sustained']:>4} Hz {rate:<6}{cpu(result):>24} {cpu_versus}{lost(result)}"
         )
     print(
         "  the same limits applied to the hand-written graphs (plain rclpy nodes calling the "
@@ -154,6 +162,10 @@ def report(inprocess: dict, results: dict, extras: dict, skipped: dict[str, str]
 
 def timings(result: dict) -> str:
     return f"{result['timing'].median:7.1f} us {result['timing'].p99:7.1f} us"
+
+
+def cpu(result: dict) -> str:
+    return f"{result['cpu']:7.0f} us"
 
 
 def lost(result: dict) -> str:

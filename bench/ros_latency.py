@@ -48,7 +48,12 @@ defaults are taken in ``--rounds`` alternating rounds, the in-process calls betw
 that the noise of a shared machine hits all alike; the sustained rate is tried one subject at a
 time, each started again alone (as a robot runs one graph, without the others' idle timers and
 discovery traffic), each rate step (``--seconds``) up to three times: it holds when most of
-the tries lose < 1 %. Optional extra rows, after those and one at a time: the
+the tries lose < 1 %. Then, still alone, the CPU time spent per answer while the client feeds
+it at 500 Hz for ``--seconds`` (this process, the client and the nodes composed into it, plus
+every process it started: all threads, the middleware's included; compared with the
+hand-written graph of the same shape), the mean of two runs, the second pass over the subjects
+in reverse order, so that a drift of the machine over the run does not favour the first ones.
+Optional extra rows, after those and one at a time: the
 nodes holding a CPU latency request of ``--cpu-latency-us`` (the nodes' ``cpu_latency_us``;
 needs write access to ``/dev/cpu_dma_latency``, else skipped with the reason), and one process
 per node with each process pinned to a CPU of its own (``--pin-cpus`` of ``leapp-ros run``).
@@ -88,6 +93,7 @@ from latency_report import (  # noqa: E402
     CHAIN_PROCESSES,
     CHECK_TOLERANCE,
     COMPOSED,
+    CPU_RATE_HZ,
     DEFAULTS,
     FUSED,
     FUSED_PROCESS,
@@ -324,9 +330,16 @@ def measure_defaults(path: Path, spec, args, skip: set[str]) -> tuple[dict, dict
             }
             for label, client in clients.items()
         }
+    cpu: dict[str, list[float]] = {label: [] for label in subjects}
     for label, enter in subjects.items():  # a robot runs one graph: the others would be noise
         with enter(namespace_of(label)) as client:
             results[label]["sustained"] = client.sustained_hz(args.seconds)
+            cpu[label].append(client.cpu_per_answer_us(CPU_RATE_HZ, args.seconds))
+    for label, enter in reversed(subjects.items()):  # in reverse: a drift cancels in the mean
+        with enter(namespace_of(label)) as client:
+            cpu[label].append(client.cpu_per_answer_us(CPU_RATE_HZ, args.seconds))
+    for label, values in cpu.items():
+        results[label]["cpu"] = sum(values) / len(values)
     return inprocess, results
 
 
@@ -337,11 +350,13 @@ def measure_extra(spec, label: str, setting: str, cpu_latency_us: int, pin: bool
         client.sample(args.samples)
         answers = client.answers_per_pair()
         sustained = client.sustained_hz(args.seconds)
+        cpu = client.cpu_per_answer_us(CPU_RATE_HZ, args.seconds)
     return {
         "timing": percentiles(client.times),
         "lost": client.lost,
         "answers": answers,
         "sustained": sustained,
+        "cpu": cpu,
     }
 
 
