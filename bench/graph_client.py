@@ -178,22 +178,19 @@ class Client:
 
 
 def descendants(pid: int) -> list[int]:
-    """The processes below ``pid``, from /proc (Linux)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):  # gone meanwhile
-            continue
-        children.setdefault(parent, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
+    """Every process below ``pid`` (from /proc's children lists; Linux)."""
+    found: list[int] = []
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                children = (task / "children").read_text().split()
+            except OSError:  # gone meanwhile
+                continue
+            for child in map(int, children):
+                found.append(child)
+                pending.append(child)
     return found
 
 

@@ -55,10 +55,9 @@ def by_topic(node, entities) -> dict[str, object]:
     return {entity.topic_name.rsplit("/", 1)[-1]: entity for entity in entities}
 
 
-def fused_parts(node, state, velocity) -> tuple[Callable, dict[str, Callable]]:
-    """The fused node's tick and its parts, each a callable."""
-    from leapp_ros.topic_io import nonfinite
-
+def tick_of(node, state, velocity) -> Callable[[], None]:
+    """One tick of ``node``: its ``state`` then its ``velocity`` subscription callback, called
+    with those messages; called once here, so every input has a value from then on."""
     subscriptions = by_topic(node, node.subscriptions)
     on_state, on_velocity = subscriptions["state"].callback, subscriptions["velocity"].callback
 
@@ -66,7 +65,15 @@ def fused_parts(node, state, velocity) -> tuple[Callable, dict[str, Callable]]:
         on_state(state)
         on_velocity(velocity)
 
-    tick()  # every input has a value from here on
+    tick()
+    return tick
+
+
+def fused_parts(node, state, velocity) -> tuple[Callable, dict[str, Callable]]:
+    """The fused node's tick and its parts, each a callable."""
+    from leapp_ros.topic_io import nonfinite
+
+    tick = tick_of(node, state, velocity)
     readers = {reader.topic.rsplit("/", 1)[-1]: reader for reader in node._readers}
     preprocess, policy = node._stages
     _, publisher, writer = policy.publish_now[0]
@@ -95,14 +102,7 @@ def hand_written_parts(node, artifacts, state, velocity) -> tuple[Callable, dict
     import numpy as np
     from std_msgs.msg import Float32MultiArray
 
-    subscriptions = by_topic(node, node.subscriptions)
-    on_state, on_velocity = subscriptions["state"].callback, subscriptions["velocity"].callback
-
-    def tick() -> None:
-        on_state(state)
-        on_velocity(velocity)
-
-    tick()
+    tick = tick_of(node, state, velocity)
     call = load_calls(artifacts)
     arrays = [np.frombuffer(state.data, np.float32), np.frombuffer(velocity.data, np.float32)]
     action = call(arrays)

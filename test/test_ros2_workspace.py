@@ -37,6 +37,9 @@ pytest.importorskip(
 import torch
 from runner_support import REPO, Command, SeedIO, pid_alive, wait_until
 
+sys.path.insert(0, str(REPO / "bench"))
+from graph_client import descendants  # the processes a command started
+
 import leapp
 from leapp_ros.testing import Probe, claim_domain_id, ros_env
 
@@ -188,23 +191,6 @@ def launch_and_answer(argv: list[str], env: dict[str, str], export: Path, domain
 def exited(command: Command) -> None:
     if command.process.poll() is not None:
         raise AssertionError(f"ros2 launch exited early:\n{command.output}")
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (from /proc's children lists)."""
-    found: list[int] = []
-    pending = [pid]
-    while pending:
-        current = pending.pop()
-        for task in Path(f"/proc/{current}/task").glob("*"):
-            try:
-                children = (task / "children").read_text().split()
-            except OSError:
-                continue
-            for child in map(int, children):
-                found.append(child)
-                pending.append(child)
-    return found
 
 
 def test_ros2_launch_of_the_generated_package_answers_like_eager_and_stops_on_sigint(
