@@ -58,10 +58,10 @@ setup(
         "console_scripts": [
             # Add each one when its module exists (scripts/setup.sh links them into
             # <prefix>/lib/leapp_ros for `ros2 run` and launch_ros):
-            "leapp-ros = leapp_ros.cli:main",
-            "leapp_node = leapp_ros.node:main",
-            "leapp_container = leapp_ros.container:main",
-            "leapp_fused = leapp_ros.fused:main",
+            "leapp-ros = leapp_ros.tools.cli:main",
+            "leapp_node = leapp_ros.node.pipeline_node:main",
+            "leapp_container = leapp_ros.run.container:main",
+            "leapp_fused = leapp_ros.node.fused_node:main",
         ],
     },
 )

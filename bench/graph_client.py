@@ -33,7 +33,7 @@ class Client:
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from std_msgs.msg import Float32MultiArray
 
-        from leapp_ros.executor import make_executor
+        from leapp_ros.node.executor import make_executor
 
         self.context = rclpy.Context()
         rclpy.init(context=self.context, domain_id=int(os.environ["ROS_DOMAIN_ID"]))
@@ -211,7 +211,7 @@ def cpu_seconds(pids: list[int]) -> float:
 @contextlib.contextmanager
 def composed_client(spec, namespace: str, build: Callable) -> Iterator[Client]:
     """A primed client with ``build(context, plan)``'s nodes composed into its executor."""
-    from leapp_ros.plan import make_plan
+    from leapp_ros.plan.pipeline import make_plan
 
     plan = make_plan(spec, namespace=namespace)
     client = Client(namespace, hop_of(plan), lambda context: build(context, plan))
@@ -225,7 +225,7 @@ def composed_client(spec, namespace: str, build: Callable) -> Iterator[Client]:
 @contextlib.contextmanager
 def separate_client(spec, namespace: str, start: Callable) -> Iterator[Client]:
     """A primed client of the processes that ``start(plan)`` (a context manager) runs."""
-    from leapp_ros.plan import make_plan
+    from leapp_ros.plan.pipeline import make_plan
 
     plan = make_plan(spec, namespace=namespace)
     with start(plan):

@@ -12,8 +12,8 @@ no layout). The artifacts are called the plain way, with one thread each:
   ``session.run(None, {input name: array})``.
 
 Topics, message sizes, QoS and executor are those of bench/rclpy_reference.py's echo nodes
-(the leapp graph's, from :func:`leapp_ros.plan.make_plan`), so each hand-written graph differs
-from the echo graph of its shape by the model calls only:
+(the leapp graph's, from :func:`leapp_ros.plan.pipeline.make_plan`), so each hand-written
+graph differs from the echo graph of its shape by the model calls only:
 
 - :func:`chain_of`: one hand-written node per pipeline node, wired like the pipeline;
 - :func:`single_of`: one node from the pipeline's external inputs to its last output, calling
@@ -78,8 +78,9 @@ def _artifact(node: Any, directory: Path) -> tuple[str, str]:
 
 
 def chain_of(plan: Any, directory: Path) -> tuple[HandWrittenNode, ...]:
-    """One hand-written node per node of ``plan`` (a :class:`leapp_ros.plan.PipelinePlan`),
-    named and wired like it, calling its artifact (in the export folder ``directory``)."""
+    """One hand-written node per node of ``plan`` (a
+    :class:`leapp_ros.plan.pipeline.PipelinePlan`), named and wired like it, calling its artifact
+    (in the export folder ``directory``)."""
     return tuple(
         HandWrittenNode(echo, (_artifact(node, directory),))
         for echo, node in zip(echo_chain_of(plan), plan.nodes, strict=True)
@@ -154,8 +155,8 @@ def make_hand_written_node(node: HandWrittenNode, namespace: str, context: Any) 
     from rclpy.node import Node
     from std_msgs.msg import Float32MultiArray
 
-    from leapp_ros.plan import PUBLISHER_QOS, SUBSCRIPTION_QOS
-    from leapp_ros.settings import qos_profile
+    from leapp_ros.plan.pipeline import PUBLISHER_QOS, SUBSCRIPTION_QOS
+    from leapp_ros.plan.settings import qos_profile
 
     call = load_calls(node.artifacts)
     ros_node = Node(node.name, namespace=namespace, context=context)
@@ -202,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         EchoNode(args.name, tuple(args.input), args.output), tuple(args.artifact)
     )
 
-    from leapp_ros.executor import run_nodes
+    from leapp_ros.node.executor import run_nodes
 
     def build(context: Any, nodes: list[Any]) -> None:
         nodes.append(make_hand_written_node(node, args.namespace, context))

@@ -3,8 +3,9 @@
     python bench/node_footprint.py [--repeat N] [--messages M]
 
 Exports the seed pipeline (examples/torch_pipeline.py: ``preprocess`` TorchScript, ``policy``
-ONNX) and starts, one at a time, each node as its own process (``python -m leapp_ros.node``),
-and a plain rclpy + onnxruntime node doing the policy's work by hand (subscribe
+ONNX) and starts, one at a time, each node as its own process
+(``python -m leapp_ros.node.pipeline_node``), and a plain rclpy + onnxruntime node doing the
+policy's work by hand (subscribe
 ``Float32MultiArray`` obs, run the same ``policy.onnx`` with one thread, publish the action).
 For each process it prints:
 
@@ -209,7 +210,7 @@ def main() -> int:
         driver = Driver(args.messages)
 
         def leapp_node(node: str) -> list[str]:
-            return [sys.executable, "-m", "leapp_ros.node", "--ros-args", "-r",
+            return [sys.executable, "-m", "leapp_ros.node.pipeline_node", "--ros-args", "-r",
                     f"__node:={node}", "-r", f"__ns:={NAMESPACE}", "-p",
                     f"spec_path:={export}", "--params-file", str(params)]  # fmt: skip
 

@@ -3,9 +3,9 @@
 An echo node subscribes to one ``Float32MultiArray`` topic per input and, once each of them
 has a new message, publishes one ``Float32MultiArray`` of its output's size (zeros, from one
 preallocated message): the plumbing of a pipeline node without the model. The topics, message
-sizes and QoS are those of the leapp graph (:func:`leapp_ros.plan.make_plan`: publishers
+sizes and QoS are those of the leapp graph (:func:`leapp_ros.plan.pipeline.make_plan`: publishers
 reliable, subscriptions best effort, depth 1), the executor the one leapp's nodes use
-(:func:`leapp_ros.executor.make_executor`), so the difference between the two graphs is
+(:func:`leapp_ros.node.executor.make_executor`), so the difference between the two graphs is
 leapp's own cost and the model calls.
 
 - :func:`chain_of`: one echo node per pipeline node, wired like the pipeline;
@@ -18,7 +18,7 @@ Composed: :func:`make_echo_node` on the client's context. One process per node
     python bench/rclpy_reference.py NAME --namespace NS --input TOPIC:SIZE ... --output TOPIC:SIZE
 
 which prints ``reference node NAME ready`` once its topics exist and runs until SIGINT/SIGTERM,
-on the same process skeleton as leapp's nodes (:func:`leapp_ros.executor.run_nodes`).
+on the same process skeleton as leapp's nodes (:func:`leapp_ros.node.executor.run_nodes`).
 """
 
 from __future__ import annotations
@@ -69,8 +69,8 @@ def _size(port: Any) -> int:
 
 
 def chain_of(plan: Any) -> tuple[EchoNode, ...]:
-    """One echo node per node of ``plan`` (a :class:`leapp_ros.plan.PipelinePlan`), named and
-    wired like it; each publishes its first output."""
+    """One echo node per node of ``plan`` (a :class:`leapp_ros.plan.pipeline.PipelinePlan`),
+    named and wired like it; each publishes its first output."""
     return tuple(
         EchoNode(
             node.name,
@@ -94,8 +94,8 @@ def make_echo_node(echo: EchoNode, namespace: str, context: Any) -> Any:
     from rclpy.node import Node
     from std_msgs.msg import Float32MultiArray
 
-    from leapp_ros.plan import PUBLISHER_QOS, SUBSCRIPTION_QOS
-    from leapp_ros.settings import qos_profile
+    from leapp_ros.plan.pipeline import PUBLISHER_QOS, SUBSCRIPTION_QOS
+    from leapp_ros.plan.settings import qos_profile
 
     node = Node(echo.name, namespace=namespace, context=context)
     topic, size = echo.output
@@ -127,7 +127,7 @@ def reference_processes(nodes: tuple[Any, ...], namespace: str) -> Iterator[None
     every one ready when this enters."""
     import select
 
-    from leapp_ros.processes import start_process
+    from leapp_ros.run.processes import start_process
 
     started = [start_process(node.argv(namespace), os.environ) for node in nodes]
     try:
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     echo = EchoNode(args.name, tuple(args.input), args.output)
 
-    from leapp_ros.executor import run_nodes
+    from leapp_ros.node.executor import run_nodes
 
     def build(context: Any, nodes: list[Any]) -> None:
         nodes.append(make_echo_node(echo, args.namespace, context))

@@ -9,9 +9,9 @@ Deployment shapes ("modes"), each driven by this benchmark's client node, which 
   that same process (the way an in-process consumer such as a controller node sees it);
 - one process per node: each pipeline node in its own process (``leapp-ros run``), the client
   in this one;
-- fused: the whole pipeline in one node (``leapp_ros.fused.FusedPipelineNode``), composed with
-  the client, and in a process of its own (skipped, with the reason, where that module is
-  missing).
+- fused: the whole pipeline in one node (``leapp_ros.node.fused_node.FusedPipelineNode``),
+  composed with the client, and in a process of its own (skipped, with the reason, where that
+  module is missing).
 
 References, measured in this run on this machine (no figure of another machine is printed):
 
@@ -57,7 +57,7 @@ Optional extra rows, after those and one at a time: the
 nodes holding a CPU latency request of ``--cpu-latency-us`` (the nodes' ``cpu_latency_us``;
 needs write access to ``/dev/cpu_dma_latency``, else skipped with the reason), and one process
 per node with each process pinned to a CPU of its own (``--pin-cpus`` of ``leapp-ros run``).
-See ``leapp_ros/cpu_settings.py``. ROS discovery stays on this machine
+See ``leapp_ros/plan/cpu_settings.py``. ROS discovery stays on this machine
 (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``) in a domain of its own (``ROS_DOMAIN_ID``,
 default derived from the process id).
 """
@@ -139,7 +139,7 @@ def parameters(spec_path: Path, cpu_latency_us: int) -> list:
 
 @contextlib.contextmanager
 def running_graph(processes) -> Iterator[None]:
-    from leapp_ros.runner import RunningGraph
+    from leapp_ros.run.runner import RunningGraph
 
     quiet = io.StringIO()
     graph = RunningGraph(processes, name="bench", stdout=quiet, stderr=quiet)
@@ -201,7 +201,7 @@ def check_action(spec, client: Client, namespace: str) -> None:
     import torch
 
     import leapp
-    from leapp_ros.plan import make_plan
+    from leapp_ros.plan.pipeline import make_plan
 
     plan = make_plan(spec, namespace=namespace)
     first, last = plan.nodes[0], plan.nodes[-1]
@@ -230,9 +230,9 @@ def check_action(spec, client: Client, namespace: str) -> None:
 def leapp_subjects(spec, cpu_latency_us: int = -1, pin: bool = False) -> dict[str, Callable]:
     """leapp's graphs of ``spec`` by mode: ``enter(namespace)`` is a context manager that
     yields a primed :class:`Client`. ``cpu_latency_us`` < 0: no CPU latency request."""
-    from leapp_ros.intra_process import IntraProcessBus
-    from leapp_ros.node import PipelineNode
-    from leapp_ros.processes import plan_processes
+    from leapp_ros.node.intra_process import IntraProcessBus
+    from leapp_ros.node.pipeline_node import PipelineNode
+    from leapp_ros.run.processes import plan_processes
 
     latency = None if cpu_latency_us < 0 else cpu_latency_us
 
@@ -254,7 +254,7 @@ def leapp_subjects(spec, cpu_latency_us: int = -1, pin: bool = False) -> dict[st
         ]
 
     def fused_node(context, plan) -> list:
-        from leapp_ros.fused import FusedPipelineNode
+        from leapp_ros.node.fused_node import FusedPipelineNode
 
         overrides = parameters(spec.path, cpu_latency_us)
         return [
@@ -293,9 +293,9 @@ def namespace_of(label: str, setting: str = DEFAULTS) -> str:
 def fused_missing() -> str | None:
     """Why fused mode cannot be measured here, or None."""
     try:
-        import leapp_ros.fused  # noqa: F401
+        import leapp_ros.node.fused_node  # noqa: F401
     except ImportError as e:
-        return f"leapp_ros.fused is not importable here ({e})"
+        return f"leapp_ros.node.fused_node is not importable here ({e})"
     return None
 
 
@@ -361,7 +361,7 @@ def measure_extra(spec, label: str, setting: str, cpu_latency_us: int, pin: bool
 
 
 def main() -> None:
-    from leapp_ros.cpu_settings import DEVICE, current_limit
+    from leapp_ros.plan.cpu_settings import DEVICE, current_limit
 
     began = time.monotonic()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -4,7 +4,7 @@
                          [--bursts N] [--kills N] [--outages N] [--recovery-timeout S]
 
 Each mode (one process per node, ``composed``, ``fused``) runs in a graph of its own, started
-with restart on (``leapp_ros.runner``, as ``leapp-ros run --restart``), in a ROS domain of its
+with restart on (``leapp_ros.run.runner``, as ``leapp-ros run --restart``), in a ROS domain of its
 own with discovery on this machine. A client (bench/soak_client.py, one EventsExecutor)
 publishes ``state`` and ``velocity`` at ``--rate`` Hz for ``--minutes``, each tick's inputs
 recognizable from the action they produce, while faults spread over the run (planned from
@@ -476,8 +476,8 @@ def run_mode(
     export: Path | str, mode: str, options: SoakOptions, code: TickCode, namespace: str = "/soak"
 ) -> ModeReport:
     """Soak ``export`` (the seed) in ``mode`` (a key of :data:`MODES`) and report."""
-    from leapp_ros.processes import load_plan, plan_processes
-    from leapp_ros.runner import RunningGraph
+    from leapp_ros.run.processes import load_plan, plan_processes
+    from leapp_ros.run.runner import RunningGraph
     from leapp_ros.testing import claim_domain_id, ros_env
 
     report = ModeReport(mode, options)
@@ -485,7 +485,7 @@ def run_mode(
     domain_id, lock = claim_domain_id()
     tail = _Tail()
     restarts = _RestartCount()
-    runner_log = logging.getLogger("leapp_ros.runner")
+    runner_log = logging.getLogger("leapp_ros.run.runner")
     runner_log.addHandler(restarts)
     processes = plan_processes(plan, **MODES[mode])
     graph = RunningGraph(

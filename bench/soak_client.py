@@ -209,7 +209,7 @@ class SoakClient:
 
     Args:
         domain_id: the ROS domain of the graph.
-        plan: the seed's :class:`~leapp_ros.plan.PipelinePlan`.
+        plan: the seed's :class:`~leapp_ros.plan.pipeline.PipelinePlan`.
         code: the inputs of each tick.
     """
 
@@ -218,8 +218,8 @@ class SoakClient:
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from std_msgs.msg import Float32MultiArray, String
 
-        from leapp_ros.executor import make_executor
-        from leapp_ros.plan import STATUS_TOPIC
+        from leapp_ros.node.executor import make_executor
+        from leapp_ros.plan.pipeline import STATUS_TOPIC
 
         self.code = code
         self._message_class = Float32MultiArray

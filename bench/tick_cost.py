@@ -4,8 +4,9 @@
 
 bench/ros_latency.py's floors add the model calls at what they cost in a loop of their own. This
 bench shows how much of the gap between a graph and those floors has nothing to do with ROS
-message passing: the fused node of the seed pipeline (:class:`leapp_ros.fused.FusedPipelineNode`)
-and the hand-written single rclpy node of the same shape (bench/hand_written_nodes.py) are built
+message passing: the fused node of the seed pipeline
+(:class:`leapp_ros.node.fused_node.FusedPipelineNode`) and the hand-written single rclpy node of
+the same shape (bench/hand_written_nodes.py) are built
 on one ROS context that nobody spins, and their two subscription callbacks are called directly
 with prebuilt ``state`` and ``velocity`` messages. A tick is then what the executor runs for a
 message pair, minus the middleware's thread and wake-up: decode, checks, both model calls,
@@ -71,7 +72,7 @@ def tick_of(node, state, velocity) -> Callable[[], None]:
 
 def fused_parts(node, state, velocity) -> tuple[Callable, dict[str, Callable]]:
     """The fused node's tick and its parts, each a callable."""
-    from leapp_ros.topic_io import nonfinite
+    from leapp_ros.messages.topic_io import nonfinite
 
     tick = tick_of(node, state, velocity)
     readers = {reader.topic.rsplit("/", 1)[-1]: reader for reader in node._readers}
@@ -128,8 +129,8 @@ def main(argv: list[str] | None = None) -> None:
     import rclpy
 
     import leapp.spec
-    from leapp_ros.fused import FusedPipelineNode
-    from leapp_ros.plan import make_plan
+    from leapp_ros.node.fused_node import FusedPipelineNode
+    from leapp_ros.plan.pipeline import make_plan
 
     context = rclpy.Context()
     rclpy.init(context=context, domain_id=int(os.environ["ROS_DOMAIN_ID"]))

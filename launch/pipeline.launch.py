@@ -38,7 +38,7 @@ Arguments:
 Parameters given here (spec_path, pipeline_node, cpu_latency_us, cpu_affinity) win over the
 params file. The spec is loaded (checksums verified) and planned when the launch runs, so a
 missing export or an invalid spec stops the launch with the spec's own message. Processes and
-their arguments come from leapp_ros.processes, the same description `leapp-ros run` uses where
+their arguments come from leapp_ros.run.processes, the same description `leapp-ros run` uses where
 ROS 2 comes from pip; composed, the container is launch_ros's standard ComposableNodeContainer,
 so `ros2 component list` shows it and `ros2 component load` can add nodes to it.
 """
@@ -52,9 +52,9 @@ from launch_ros.actions import ComposableNodeContainer, Node
 from launch_ros.descriptions import ComposableNode
 
 import leapp.spec
-from leapp_ros.plan import PipelinePlan, PlanError, make_plan
-from leapp_ros.processes import ProcessPlan, plan_processes
-from leapp_ros.selection import node_names
+from leapp_ros.plan.pipeline import PipelinePlan, PlanError, make_plan
+from leapp_ros.plan.selection import node_names
+from leapp_ros.run.processes import ProcessPlan, plan_processes
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -184,7 +184,8 @@ def component_container(plan: PipelinePlan, process: ProcessPlan) -> ComposableN
             name=node,
             namespace=plan.namespace,
             parameters=ros_parameters(process, {"spec_path": spec_path, "pipeline_node": node}),
-            # values between the pipeline's nodes skip the middleware (leapp_ros.intra_process)
+            # values between the pipeline's nodes skip the middleware
+            # (leapp_ros.node.intra_process)
             extra_arguments=[{"use_intra_process_comms": True}],
         )
         for node in process.pipeline_nodes

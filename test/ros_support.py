@@ -41,13 +41,15 @@ __all__ = [
 REPO = Path(__file__).resolve().parent.parent
 EXIT_TIMEOUT_S = 60.0
 
-# In-process node mains (leapp_ros.node.main) read the discovery range from the environment.
+# In-process node mains (leapp_ros.node.pipeline_node.main) read the discovery range from the
+# environment.
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 
 
 class NodeProcess:
-    """``python -m <module> <args>`` (``leapp_ros.node`` or ``leapp_ros.container``) in its own
-    process group, in ``domain_id``, with stdout and stderr going to ``log``."""
+    """``python -m <module> <args>`` (``leapp_ros.node.pipeline_node`` or
+    ``leapp_ros.run.container``) in its own process group, in ``domain_id``, with stdout and stderr
+    going to ``log``."""
 
     def __init__(self, module: str, args: Sequence[str], domain_id: int, log: Path):
         self.log = log
@@ -96,7 +98,7 @@ class NodeProcess:
 
 
 def node_args(spec_path: Path, node: str, namespace: str, *ros: str) -> list[str]:
-    """Arguments of ``python -m leapp_ros.node`` running pipeline node ``node``."""
+    """Arguments of ``python -m leapp_ros.node.pipeline_node`` running pipeline node ``node``."""
     return [
         "--ros-args",
         "-r",

@@ -27,7 +27,7 @@ pytest.importorskip(
 from ros_support import REPO, NodeProcess, eager_seed, export_seed
 from runner_support import SeedIO
 
-from leapp_ros.cpu_settings import usable_cpus
+from leapp_ros.plan.cpu_settings import usable_cpus
 from leapp_ros.testing import Probe, reserve_domain_id, ros_env
 
 CONTAINER = "/composition/box"
@@ -48,7 +48,9 @@ class Container:
         from composition_interfaces.srv import ListNodes, LoadNode, UnloadNode
 
         self.domain_id, self.name = domain_id, name
-        self.process = NodeProcess("leapp_ros.container", args, domain_id, tmp / "container.log")
+        self.process = NodeProcess(
+            "leapp_ros.run.container", args, domain_id, tmp / "container.log"
+        )
         self.probe = Probe(domain_id)
         node = self.probe.node
         self.clients = {
@@ -330,7 +332,7 @@ def test_ros2_component_load_completes_a_container_started_with_preprocess_only(
 
 def test_a_container_preloading_a_share_of_the_nodes_is_named_after_its_first_node(seed, tmp_path):
     # Hosts that compose disjoint shares of one graph under one namespace: no two containers
-    # of the same name (leapp_ros.selection.container_name).
+    # of the same name (leapp_ros.plan.selection.container_name).
     args = [str(seed.path), "--nodes", "policy"]
     with reserve_domain_id() as domain_id:
         started = Container(tmp_path, domain_id, args, f"{SEED_NS}/leapp_container_policy")
@@ -360,7 +362,7 @@ def test_load_asking_for_other_cpus_than_the_nodes_in_the_container_is_refused(c
 
 HIDE_COMPOSITION = (
     "import sys; sys.modules['composition_interfaces'] = None; "
-    "from leapp_ros.container import main; sys.exit(main(['leapp_container', *sys.argv[1:]]))"
+    "from leapp_ros.run.container import main; sys.exit(main(['leapp_container', *sys.argv[1:]]))"
 )
 
 
@@ -406,7 +408,7 @@ def test_export_container_without_composition_interfaces_runs_its_nodes(seed, tm
 
 
 def test_preloaded_nodes_take_the_container_arguments_less_its_name_remaps():
-    from leapp_ros.container import without_name_remaps
+    from leapp_ros.run.container import without_name_remaps
 
     arguments = ["--ros-args", "-r", "__node:=box", "-p", "firing:=timer", "--remap"]
     arguments += ["__ns:=/x", "-r", "obs:=o", "-p", "x:=-r", "--", "--ros-args", "-r"]

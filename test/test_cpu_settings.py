@@ -16,7 +16,7 @@ import pytest
 from ros_support import run_to_exit, startup_error_line
 from runner_support import Command, export_seed
 
-from leapp_ros.cpu_settings import (
+from leapp_ros.plan.cpu_settings import (
     DEVICE,
     CpuLatencyRequest,
     CpuSettingsError,
@@ -24,8 +24,8 @@ from leapp_ros.cpu_settings import (
     pin_process,
     usable_cpus,
 )
-from leapp_ros.plan import PlanError
-from leapp_ros.processes import load_plan, plan_processes
+from leapp_ros.plan.pipeline import PlanError
+from leapp_ros.run.processes import load_plan, plan_processes
 from leapp_ros.testing import Probe, reserve_domain_id, ros_env
 
 NODES = ("preprocess", "policy")
@@ -85,7 +85,7 @@ def test_a_held_request_bounds_the_system_latency_until_it_is_released():
 def test_pinning_moves_every_thread_of_the_process_and_the_threads_it_starts_later():
     script = textwrap.dedent("""
         import os, threading
-        from leapp_ros.cpu_settings import pin_process, usable_cpus
+        from leapp_ros.plan.cpu_settings import pin_process, usable_cpus
         started = threading.Event()
         early = threading.Thread(target=started.wait, daemon=True)
         early.start()  # like the middleware's threads: running before the node pins
@@ -163,7 +163,7 @@ def test_processes_reject_a_cpu_latency_that_is_not_a_whole_number_from_minus_1(
 def test_node_refuses_to_start_with_bad_cpu_settings(
     value, problem, seed_export, capsys, monkeypatch
 ):
-    from leapp_ros.node import main
+    from leapp_ros.node.pipeline_node import main
 
     args = ["--ros-args", "-r", "__node:=policy", "-p", f"spec_path:={seed_export}"]
     with reserve_domain_id() as domain_id:
@@ -180,7 +180,7 @@ def test_node_without_access_warns_how_to_get_it_and_runs_anyway(
     import rclpy
     from rclpy.parameter import Parameter
 
-    import leapp_ros.node as node_module
+    import leapp_ros.node.pipeline_node as node_module
 
     missing = tmp_path / "cpu_dma_latency"
     request = functools.partial(CpuLatencyRequest, device=missing)
@@ -214,7 +214,14 @@ def test_node_takes_one_cpu_number_as_a_list_of_one(seed_export):
     with reserve_domain_id() as domain_id:
         probe = Probe(domain_id)
         node = Command(
-            [sys.executable, "-m", "leapp_ros.node", *args, "-p", f"cpu_affinity:={cpu}"],
+            [
+                sys.executable,
+                "-m",
+                "leapp_ros.node.pipeline_node",
+                *args,
+                "-p",
+                f"cpu_affinity:={cpu}",
+            ],
             ros_env(domain_id),
         )
         try:
@@ -235,7 +242,7 @@ def test_container_refuses_nodes_that_ask_for_different_cpus(seed_export, tmp_pa
     if usable_cpus()[-1] == 0:
         pytest.skip("one CPU only: nothing to disagree about")
     args = [str(seed_export), "--ros-args", "--params-file", str(params)]
-    line = startup_error_line(run_to_exit("leapp_ros.container", args), "leapp_container")
+    line = startup_error_line(run_to_exit("leapp_ros.run.container", args), "leapp_container")
     assert "share its process but ask for different CPUs (cpu_affinity: preprocess [0], " in line
 
 
@@ -244,7 +251,7 @@ def test_container_refuses_nodes_that_ask_for_different_cpus(seed_export, tmp_pa
 
 def test_run_pins_the_nodes_and_holds_the_request_while_the_graph_runs(seed_export):
     before = current_limit()
-    command = [sys.executable, "-m", "leapp_ros.cli", "run", str(seed_export)]
+    command = [sys.executable, "-m", "leapp_ros.tools.cli", "run", str(seed_export)]
     options = ["--cpu-latency-us", "0", "--pin-cpus"]
     cpus = usable_cpus()
     with reserve_domain_id() as domain_id:

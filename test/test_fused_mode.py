@@ -14,10 +14,10 @@ from ros_support import check_obs_only_while_echoed, eager_seed, exited, export_
 from runner_support import SeedIO
 
 from leapp.spec import load
-from leapp_ros.cli import main
-from leapp_ros.plan import PlanError, make_plan
-from leapp_ros.processes import plan_processes
+from leapp_ros.plan.pipeline import PlanError, make_plan
+from leapp_ros.run.processes import plan_processes
 from leapp_ros.testing import GraphUnderTest, Probe, reserve_domain_id
+from leapp_ros.tools.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def test_malformed_and_nonfinite_inputs_are_dropped_counted_and_the_node_goes_on
 
 
 def test_publish_intermediate_false_leaves_the_intermediate_topics_out(seed, tmp_path):
-    starts = [("leapp_ros.fused", fused_args(seed.path, "publish_intermediate:=false"))]
+    starts = [("leapp_ros.node.fused_node", fused_args(seed.path, "publish_intermediate:=false"))]
     with ros_graph(tmp_path, starts) as (probe, processes, _):
         probe.wait_ready("/torch_pipeline", ["preprocess", "policy"], check=exited(processes))
         state, velocity = torch.randn(6), torch.randn(3)
@@ -95,7 +95,7 @@ def test_an_intermediate_is_encoded_only_while_someone_subscribes(seed):
     eager PyTorch's."""
     from rclpy.parameter import Parameter
 
-    from leapp_ros.fused import FusedPipelineNode
+    from leapp_ros.node.fused_node import FusedPipelineNode
 
     spec_path = str(next(seed.path.glob("*.yaml")))
     with (

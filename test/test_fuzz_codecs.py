@@ -1,4 +1,5 @@
-"""Fuzzing the message codecs (leapp_ros.messages, leapp_ros.robot_codecs) with hypothesis.
+"""Fuzzing the message codecs (leapp_ros.messages.multiarray, leapp_ros.messages.robot_codecs)
+with hypothesis.
 
 The rule: whatever message arrives, decoding it gives a MessageError or a value of the port's
 shape and dtype, never another exception. Messages are random: MultiArray layouts (dims with
@@ -20,7 +21,9 @@ import torch
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from leapp_ros.bindings import (
+from leapp_ros.messages.multiarray import SUPPORTED_DTYPES, MessageError, PortCodec, codec
+from leapp_ros.messages.robot_codecs import InputDecoder, message_class
+from leapp_ros.plan.bindings import (
     IMU,
     JOINT_STATE,
     POSE_STAMPED,
@@ -30,9 +33,7 @@ from leapp_ros.bindings import (
     PortOverride,
     bind_port,
 )
-from leapp_ros.messages import SUPPORTED_DTYPES, MessageError, PortCodec, codec
-from leapp_ros.plan import InputPlan, message_type
-from leapp_ros.robot_codecs import InputDecoder, message_class
+from leapp_ros.plan.pipeline import InputPlan, message_type
 
 #: a budget CI can afford; bench/fuzz.py runs more
 SETTINGS = settings(

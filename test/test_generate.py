@@ -28,8 +28,8 @@ from runner_support import Command, export_seed, reserve_domain_id, ros_env
 
 from leapp import spec as spec_module
 from leapp.errors import SpecError
-from leapp_ros.cli import main
-from leapp_ros.generate import (
+from leapp_ros.tools.cli import main
+from leapp_ros.tools.generate import (
     MANIFEST,
     GenerateError,
     check_package_name,

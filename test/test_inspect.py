@@ -10,10 +10,10 @@ from runner_support import export_seed
 from test_spec import LEAPP_SEMANTIC_SPEC
 
 from leapp import spec as spec_module
-from leapp_ros.cli import main
-from leapp_ros.inspection import describe_plan, format_qos
-from leapp_ros.plan import make_plan
-from leapp_ros.processes import load_plan
+from leapp_ros.plan.pipeline import make_plan
+from leapp_ros.run.processes import load_plan
+from leapp_ros.tools.cli import main
+from leapp_ros.tools.inspection import describe_plan, format_qos
 
 FLOAT32 = "std_msgs/msg/Float32MultiArray"
 

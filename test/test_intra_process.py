@@ -1,4 +1,4 @@
-"""leapp_ros.intra_process: a producer's pipeline results go out first, then its values reach
+"""leapp_ros.node.intra_process: a producer's pipeline results go out first, then its values reach
 the nodes of the same process, then the middleware gets those too where anyone else listens;
 readers and producers leave the bus when they end. The last test composes the seed's nodes on
 one bus over real rclpy and Fast DDS."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from ros_support import check_obs_only_while_echoed, export_seed
 
-from leapp_ros.intra_process import IntraProcessBus, publish_through
+from leapp_ros.node.intra_process import IntraProcessBus, publish_through
 from leapp_ros.testing import Probe, reserve_domain_id
 
 
@@ -79,7 +79,7 @@ def test_composed_nodes_publish_an_intermediate_only_while_someone_else_subscrib
     bag) subscribes, it gets every ``obs``, equal to eager PyTorch's."""
     from rclpy.parameter import Parameter
 
-    from leapp_ros.node import PipelineNode
+    from leapp_ros.node.pipeline_node import PipelineNode
 
     spec_path = str(next(seed.path.glob("*.yaml")))
     with (

@@ -117,7 +117,7 @@ class Graph:
 
     def run(self, host: str, *options: str) -> Command:
         """``leapp-ros run EXPORT options`` on ``host`` (not waited for)."""
-        argv = [sys.executable, "-m", "leapp_ros.cli", "run", str(self.export), *options]
+        argv = [sys.executable, "-m", "leapp_ros.tools.cli", "run", str(self.export), *options]
         self.commands.append(Command(self.hosts.on(host, argv), self.env))
         return self.commands[-1]
 

@@ -9,9 +9,9 @@ import importlib.util
 import pytest
 from runner_support import REPO, export_seed
 
-from leapp_ros.plan import PlanError
-from leapp_ros.processes import load_plan, plan_processes
-from leapp_ros.selection import container_name, node_names
+from leapp_ros.plan.pipeline import PlanError
+from leapp_ros.plan.selection import container_name, node_names
+from leapp_ros.run.processes import load_plan, plan_processes
 
 LAUNCH_FILE = REPO / "launch" / "pipeline.launch.py"
 
@@ -82,7 +82,7 @@ def test_an_empty_choice_is_refused_rather_than_running_every_node(plan):
 
 
 def test_run_with_an_unknown_node_exits_2_naming_the_pipelines_nodes(plan, capsys):
-    from leapp_ros.cli import main
+    from leapp_ros.tools.cli import main
 
     assert main(["run", str(plan.spec_path), "--nodes", "preprocess", "--nodes", "plicy"]) == 2
     assert capsys.readouterr().err == (

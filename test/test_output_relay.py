@@ -8,7 +8,7 @@ import sys
 import textwrap
 import time
 
-from leapp_ros.output_relay import MAX_LINE, OutputRelay
+from leapp_ros.run.output_relay import MAX_LINE, OutputRelay
 
 
 def relay_all(script: str, timeout_s: float = 20.0) -> tuple[str, str, list[tuple[str, bool]]]:

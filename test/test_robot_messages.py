@@ -1,6 +1,6 @@
 """Standard robot messages chosen by port semantics: the rules, checked without DDS.
 
-Which message a port gets (leapp_ros.bindings through make_plan), how messages decode into
+Which message a port gets (leapp_ros.plan.bindings through make_plan), how messages decode into
 port values (joint names picked and reordered, bad messages refused) and how outputs encode in
 a controller's order, the ports.<port>.* overrides, and what inspect shows. The live graph is
 tested in test_robot_topics.py.
@@ -16,7 +16,10 @@ import torch
 from robot_support import export_robot
 
 from leapp.spec import TensorSpec
-from leapp_ros.bindings import (
+from leapp_ros.messages.multiarray import MessageError
+from leapp_ros.messages.robot_codecs import InputDecoder, OutputEncoder
+from leapp_ros.messages.topic_io import float_ports, nonfinite
+from leapp_ros.plan.bindings import (
     FLOAT64_ARRAY,
     JOINT_STATE,
     JOINT_TRAJECTORY,
@@ -24,12 +27,9 @@ from leapp_ros.bindings import (
     PortOverride,
     bind_port,
 )
-from leapp_ros.messages import MessageError
-from leapp_ros.plan import PlanError
-from leapp_ros.robot_codecs import InputDecoder, OutputEncoder
-from leapp_ros.settings import StartupError, port_overrides
+from leapp_ros.plan.pipeline import PlanError
+from leapp_ros.plan.settings import StartupError, port_overrides
 from leapp_ros.testing.topics import InputSender
-from leapp_ros.topic_io import float_ports, nonfinite
 
 JOINTS = ("hip", "knee", "ankle")
 
@@ -117,7 +117,7 @@ def test_quaternion_order_follows_the_port_names_else_isaac_lab_wxyz():
 
 def test_an_output_another_node_consumes_keeps_its_multiarray(robot_export):
     from leapp import spec as spec_module
-    from leapp_ros.plan import make_plan
+    from leapp_ros.plan.pipeline import make_plan
 
     plan = make_plan(spec_module.load(robot_export))
     assert plan.node("policy").input("obs").message_type == "std_msgs/msg/Float32MultiArray"
@@ -129,8 +129,8 @@ def test_an_output_another_node_consumes_keeps_its_multiarray(robot_export):
 
 
 def test_plan_and_inspect_show_the_robot_messages(robot_export):
-    from leapp_ros.inspection import describe_plan
-    from leapp_ros.processes import load_plan
+    from leapp_ros.run.processes import load_plan
+    from leapp_ros.tools.inspection import describe_plan
 
     plan = load_plan(robot_export)
     pre = plan.node("preprocess")
@@ -148,7 +148,7 @@ def test_plan_and_inspect_show_the_robot_messages(robot_export):
 
 
 def test_params_file_overrides_reach_the_plan(robot_export, tmp_path):
-    from leapp_ros.processes import load_plan
+    from leapp_ros.run.processes import load_plan
 
     params = tmp_path / "params.yaml"
     params.write_text(
@@ -305,7 +305,7 @@ def test_nonfinite_is_exact_where_a_sum_would_overflow_or_hide_a_value(value, ba
 
 
 def test_harness_sends_ports_of_one_message_together(robot_export):
-    from leapp_ros.processes import load_plan
+    from leapp_ros.run.processes import load_plan
 
     node = load_plan(robot_export).node("preprocess")
     sender = InputSender("preprocess", [node.input("joint_pos"), node.input("joint_vel")])
@@ -323,11 +323,11 @@ def test_an_onnx_node_loads_and_decodes_without_importing_torch(robot_export):
 
     script = f"""
 import sys
-import leapp_ros.node
+import leapp_ros.node.pipeline_node
 from leapp.spec import load
-from leapp_ros.node_model import load_node_model
-from leapp_ros.plan import make_plan
-from leapp_ros.topic_io import OutputWriter, topic_readers
+from leapp_ros.node.model import load_node_model
+from leapp_ros.plan.pipeline import make_plan
+from leapp_ros.messages.topic_io import OutputWriter, topic_readers
 spec = load({str(robot_export)!r}, verify_checksums=True)
 plan = make_plan(spec)
 model = load_node_model(spec, "policy")
@@ -347,7 +347,7 @@ def test_port_parameters_are_read_and_unknown_ports_are_named(robot_export):
     from types import SimpleNamespace
 
     from leapp import spec as spec_module
-    from leapp_ros.settings import declare_port_overrides
+    from leapp_ros.plan.settings import declare_port_overrides
 
     given = {"ports.joint_targets.order": list(reversed(JOINTS)), "ports.typo.kind": "kp"}
     declared, warnings = set(), []

@@ -20,7 +20,7 @@ import yaml
 from robot_support import eager_targets, export_robot
 from ros_support import exited, ros_graph
 
-from leapp_ros.processes import load_plan, plan_processes
+from leapp_ros.run.processes import load_plan, plan_processes
 
 NAMESPACE = "/robot_policy"
 CONTROLLER = ["hip_l", "hip_r", "knee_l", "knee_r", "ankle_l", "ankle_r"]

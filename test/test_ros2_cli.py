@@ -52,10 +52,10 @@ from ros_support import eager_seed, export_seed
 from runner_support import Command, SeedIO, wait_until
 from std_msgs.msg import Float32MultiArray
 
-from leapp_ros.inspection import STATUS_MESSAGE_TYPE, topic_list
-from leapp_ros.plan import STATUS_TOPIC
-from leapp_ros.processes import load_plan
+from leapp_ros.plan.pipeline import STATUS_TOPIC
+from leapp_ros.run.processes import load_plan
 from leapp_ros.testing import Probe, reserve_domain_id, ros_env
+from leapp_ros.tools.inspection import STATUS_MESSAGE_TYPE, topic_list
 
 NAMESPACE = "/torch_pipeline"
 NODES = ("preprocess", "policy")
@@ -216,7 +216,7 @@ def graph(seed, tmp_path_factory):
     params = tmp_path_factory.mktemp("params") / "params.yaml"
     params.write_text(PARAMS)
     with reserve_domain_id() as domain_id:
-        argv = [sys.executable, "-m", "leapp_ros.cli", "run", str(seed.path)]
+        argv = [sys.executable, "-m", "leapp_ros.tools.cli", "run", str(seed.path)]
         runner = Command([*argv, "--params-file", str(params)], ros_env(domain_id))
         probe = None
         try:

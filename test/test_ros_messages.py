@@ -1,5 +1,5 @@
-"""Tensor <-> std_msgs MultiArray conversion (leapp_ros.messages): every dtype of the mapping
-table, 0-d and 3-d shapes, the layout, zero-copy receiving, and every malformed case."""
+"""Tensor <-> std_msgs MultiArray conversion (leapp_ros.messages.multiarray): every dtype of the
+mapping table, 0-d and 3-d shapes, the layout, zero-copy receiving, and every malformed case."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import torch
 import yaml
 from rclpy.serialization import deserialize_message, serialize_message
 
-from leapp_ros.messages import SUPPORTED_DTYPES, MessageError, PortCodec, codec
-from leapp_ros.messages import from_message as message_to_tensor
-from leapp_ros.messages import to_message as tensor_to_message
-from leapp_ros.plan import InputPlan, OutputPlan, message_type
+from leapp_ros.messages.multiarray import SUPPORTED_DTYPES, MessageError, PortCodec, codec
+from leapp_ros.messages.multiarray import from_message as message_to_tensor
+from leapp_ros.messages.multiarray import to_message as tensor_to_message
+from leapp_ros.plan.pipeline import InputPlan, OutputPlan, message_type
 
 SHAPES = [(), (5,), (2, 3, 4)]
 

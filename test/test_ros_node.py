@@ -28,8 +28,8 @@ import leapp
 from leapp import annotate
 from leapp import session as session_module
 from leapp.spec import load
-from leapp_ros.messages import SUPPORTED_DTYPES, PortCodec
-from leapp_ros.plan import make_plan
+from leapp_ros.messages.multiarray import SUPPORTED_DTYPES, PortCodec
+from leapp_ros.plan.pipeline import make_plan
 from leapp_ros.testing import prime, reserve_domain_id
 
 SEED_NS = "/torch_pipeline"
@@ -71,10 +71,10 @@ def send_seed(graph, state, velocity) -> None:
 @pytest.fixture(scope="class", params=["process_per_node", "container"])
 def seed_graph(request, seed, tmp_path_factory):
     if request.param == "container":
-        starts = [("leapp_ros.container", [str(seed.path)])]
+        starts = [("leapp_ros.run.container", [str(seed.path)])]
     else:
         starts = [
-            ("leapp_ros.node", node_args(seed.path, node, SEED_NS))
+            ("leapp_ros.node.pipeline_node", node_args(seed.path, node, SEED_NS))
             for node in ("preprocess", "policy")
         ]
     with ros_graph(tmp_path_factory.mktemp(request.param), starts) as (probe, processes, _):
@@ -172,7 +172,7 @@ class TestDiamond:
         diamond(torch.randn(3))
         leapp.stop()
         path = leapp.compile_graph().path
-        starts = [("leapp_ros.container", [str(path)])]
+        starts = [("leapp_ros.run.container", [str(path)])]
         with ros_graph(tmp_path_factory.mktemp("diamond_run"), starts) as (probe, processes, _):
             probe.wait_ready("/diamond", ["a", "b", "c", "d"], check=exited(processes))
             x = probe.publisher("/diamond/a/x", Float32MultiArray)
@@ -246,7 +246,7 @@ class TestDtypesStateAndMalformed:
             trace_dtypes_and_state()
         leapp.stop()
         path = leapp.compile_graph().path
-        starts = [("leapp_ros.container", [str(path)])]
+        starts = [("leapp_ros.run.container", [str(path)])]
         with ros_graph(tmp_path_factory.mktemp("dtypes_run"), starts) as (probe, processes, _):
             nodes = [f"n_{dtype}" for dtype in SUPPORTED_DTYPES] + ["acc"]
             status = probe.wait_ready("/dtypes", nodes, check=exited(processes))
@@ -393,7 +393,7 @@ class TestFeedbackAndModelErrors:
     @pytest.fixture(scope="class")
     def graph(self, tmp_path_factory):
         path = export_feedback_and_pick(tmp_path_factory.mktemp("fb"))
-        starts = [("leapp_ros.container", [str(path)])]
+        starts = [("leapp_ros.run.container", [str(path)])]
         with ros_graph(tmp_path_factory.mktemp("fb_run"), starts) as (probe, processes, _):
             status = probe.wait_ready("/fb", ["p", "q", "pick"], check=exited(processes))
             graph = SimpleNamespace(
@@ -449,9 +449,9 @@ class TestTimerAndStaleness:
     @pytest.fixture(scope="class")
     def graph(self, seed, tmp_path_factory):
         starts = [
-            ("leapp_ros.node", node_args(seed.path, "preprocess", "/timed",
+            ("leapp_ros.node.pipeline_node", node_args(seed.path, "preprocess", "/timed",
                                          "-p", "firing:=timer", "-p", "rate_hz:=50")),
-            ("leapp_ros.node", node_args(seed.path, "preprocess", "/aged",
+            ("leapp_ros.node.pipeline_node", node_args(seed.path, "preprocess", "/aged",
                                          "-p", "max_input_age:=0.3")),
         ]  # fmt: skip
         with ros_graph(tmp_path_factory.mktemp("timer"), starts) as (probe, processes, _):
@@ -512,11 +512,11 @@ class TestTimerAndStaleness:
         )
 
 
-@pytest.mark.parametrize("module", ["leapp_ros.node", "leapp_ros.container"])
+@pytest.mark.parametrize("module", ["leapp_ros.node.pipeline_node", "leapp_ros.run.container"])
 def test_sigint_repeated_while_stopping_still_exits_0(seed, tmp_path, module):
     """A terminal's Ctrl-C under ros2 launch reaches a node twice (from the terminal, then from
     launch): the second SIGINT must not kill the process while it exits."""
-    one_node = module == "leapp_ros.node"
+    one_node = module == "leapp_ros.node.pipeline_node"
     args = node_args(seed.path, "preprocess", SEED_NS) if one_node else [str(seed.path)]
     with ros_graph(tmp_path, [(module, args)]) as (probe, processes, _):
         process = processes[0]
@@ -533,13 +533,15 @@ def test_sigint_repeated_while_stopping_still_exits_0(seed, tmp_path, module):
 
 
 def test_missing_spec_exits_2_with_a_clear_message(tmp_path):
-    result = run_to_exit("leapp_ros.node", node_args(tmp_path / "nope", "preprocess", "/x"))
+    result = run_to_exit(
+        "leapp_ros.node.pipeline_node", node_args(tmp_path / "nope", "preprocess", "/x")
+    )
     line = startup_error_line(result, "leapp_node")
     assert str(tmp_path / "nope") in line and "no such export folder" in line
 
 
 def test_unknown_pipeline_node_exits_2_naming_the_nodes(seed):
-    result = run_to_exit("leapp_ros.node", node_args(seed.path, "planner", "/x"))
+    result = run_to_exit("leapp_ros.node.pipeline_node", node_args(seed.path, "planner", "/x"))
     line = startup_error_line(result, "leapp_node")
     assert "has no node 'planner'" in line and "its nodes are preprocess, policy" in line
     assert "-r __node:=<node> or -p pipeline_node:=<node>" in line
@@ -549,18 +551,18 @@ def test_corrupted_model_file_exits_2_naming_the_file(seed, tmp_path):
     export = Path(shutil.copytree(seed.path, tmp_path / "export"))
     artifact = export / "preprocess.pt"
     artifact.write_bytes(artifact.read_bytes()[:-10] + b"corrupted!")
-    result = run_to_exit("leapp_ros.node", node_args(export, "policy", "/x"))
+    result = run_to_exit("leapp_ros.node.pipeline_node", node_args(export, "policy", "/x"))
     line = startup_error_line(result, "leapp_node")
     assert "preprocess.pt" in line and "sha256" in line
 
 
 def test_container_with_unknown_nodes_exits_2(seed):
-    result = run_to_exit("leapp_ros.container", [str(seed.path), "--nodes", "policy,planner"])
+    result = run_to_exit("leapp_ros.run.container", [str(seed.path), "--nodes", "policy,planner"])
     assert "--nodes names ['planner']" in startup_error_line(result, "leapp_container")
 
 
 def test_feedback_input_without_initial_value_refuses_to_start(tmp_path, capsys, monkeypatch):
-    from leapp_ros.node import main
+    from leapp_ros.node.pipeline_node import main
 
     export = export_feedback_and_pick(tmp_path)
     (export / "fb_initial.st").unlink()
@@ -574,7 +576,7 @@ def test_feedback_input_without_initial_value_refuses_to_start(tmp_path, capsys,
 
 
 def test_container_with_an_invalid_namespace_exits_2(seed, capsys, monkeypatch):
-    from leapp_ros.container import main
+    from leapp_ros.run.container import main
 
     with reserve_domain_id() as domain_id:
         monkeypatch.setenv("ROS_DOMAIN_ID", str(domain_id))

@@ -1,4 +1,4 @@
-"""leapp_ros.plan maps a spec onto ROS 2 without importing rclpy."""
+"""leapp_ros.plan.pipeline maps a spec onto ROS 2 without importing rclpy."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from test_spec import LEAPP_SEED_SPEC, LEAPP_SEMANTIC_SPEC
 
 from leapp import spec as spec_module
-from leapp_ros.plan import (
+from leapp_ros.plan.pipeline import (
     PUBLISHER_QOS,
     SUBSCRIPTION_QOS,
     Firing,
@@ -130,7 +130,7 @@ def test_invalid_namespace_is_rejected(tmp_path):
 
 def test_planning_does_not_import_rclpy():
     code = (
-        "import sys; import leapp_ros.plan; "
+        "import sys; import leapp_ros.plan.pipeline; "
         "sys.exit(1 if any(m.startswith('rclpy') for m in sys.modules) else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -13,8 +13,8 @@ from test_state_feedback import feedback_loop, gru_loop
 
 import leapp
 from leapp import session as session_module
-from leapp_ros.cli import main
 from leapp_ros.testing import GraphUnderTest
+from leapp_ros.tools.cli import main
 
 FIRST_ACTION = torch.full((2,), 0.25)
 STEPS = 50

@@ -24,10 +24,10 @@ from runner_support import (
 )
 
 import leapp
-from leapp_ros.plan import PlanError, make_plan
-from leapp_ros.processes import ProcessPlan, load_plan, plan_processes
-from leapp_ros.runner import RunningGraph
-from leapp_ros.supervised_process import RestartPolicy
+from leapp_ros.plan.pipeline import PlanError, make_plan
+from leapp_ros.run.processes import ProcessPlan, load_plan, plan_processes
+from leapp_ros.run.runner import RunningGraph
+from leapp_ros.run.supervised_process import RestartPolicy
 from leapp_ros.testing import Probe, reserve_domain_id, ros_env
 
 LAUNCH_FILE = REPO / "launch" / "pipeline.launch.py"
@@ -72,7 +72,7 @@ def fakes(*modes: str, log_level: str | None = None) -> list[ProcessPlan]:
 
 
 def leapp_ros_run(export: Path | str, *options: str) -> list[str]:
-    return [sys.executable, "-m", "leapp_ros.cli", "run", str(export), *options]
+    return [sys.executable, "-m", "leapp_ros.tools.cli", "run", str(export), *options]
 
 
 # --- process plans ----------------------------------------------------------------------
@@ -85,7 +85,7 @@ def test_processes_run_each_node_in_its_own_process_under_the_namespace(seed_exp
     argv = processes[1].argv("python")
     spec = str(plan.spec_path.absolute())
     assert argv == [
-        "python", "-m", "leapp_ros.node", "--ros-args",
+        "python", "-m", "leapp_ros.node.pipeline_node", "--ros-args",
         "-r", "__node:=policy", "-r", "__ns:=/robot/policy",
         "-p", f"spec_path:='{spec}'", "-p", "pipeline_node:='policy'",
         "--log-level", "warn",
@@ -120,7 +120,7 @@ def test_default_params_file_sets_every_node_parameter():
 
     document = yaml.safe_load((REPO / "config" / "leapp_ros.yaml").read_text())
     parameters = document["/**"]["ros__parameters"]
-    from leapp_ros.settings import PARAMETERS
+    from leapp_ros.plan.settings import PARAMETERS
 
     set_by_runner = {"spec_path", "pipeline_node"}
     defaults = {  # unset arrays (cpu_affinity) are examples in comments
@@ -201,8 +201,8 @@ def test_above_info_a_running_process_counts_as_ready(fake_env):
 def test_processes_get_sigterm_when_the_runner_is_killed(fake_env, commands):
     script = textwrap.dedent("""
         import time
-        from leapp_ros.processes import ProcessPlan
-        from leapp_ros.runner import RunningGraph
+        from leapp_ros.run.processes import ProcessPlan
+        from leapp_ros.run.runner import RunningGraph
         plan = ProcessPlan("a", "fake", "fake_node", ("a",), ("a", "ok"))
         graph = RunningGraph([plan]).start()
         graph.wait_ready(10)
@@ -316,7 +316,7 @@ def test_run_with_an_unknown_log_level_exits_2(seed_export, commands):
 
 
 def test_main_returns_2_for_a_missing_export(tmp_path, capsys):
-    from leapp_ros.cli import main
+    from leapp_ros.tools.cli import main
 
     assert main(["run", str(tmp_path / "nowhere")]) == 2
     assert "no such export folder" in capsys.readouterr().err

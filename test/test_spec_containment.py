@@ -224,7 +224,7 @@ def test_pipeline_load_refuses_an_artifact_outside_the_export(layout, opened_fil
 
 
 def test_generate_package_refuses_an_artifact_outside_the_export(layout, tmp_path, opened_files):
-    from leapp_ros.generate import generate_package
+    from leapp_ros.tools.generate import generate_package
 
     folder, outside = layout
     name_file(folder, "model_path", str(outside / "node.pt"))

@@ -18,7 +18,7 @@ from leapp import annotate
 from leapp import session as session_module
 from leapp.errors import PipelineError
 from leapp.spec import load
-from leapp_ros.plan import make_plan
+from leapp_ros.plan.pipeline import make_plan
 from leapp_ros.testing import (
     GraphAssertionError,
     GraphUnderTest,

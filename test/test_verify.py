@@ -18,9 +18,9 @@ import leapp
 from leapp import annotate
 from leapp import session as session_module
 from leapp import spec as spec_file
-from leapp_ros.cli import main
 from leapp_ros.testing import GraphUnderTest
-from leapp_ros.verification import find_export
+from leapp_ros.tools.cli import main
+from leapp_ros.tools.verification import find_export
 
 MODES = {"processes": [], "composed": ["--composed"]}
 
@@ -190,7 +190,7 @@ def test_verify_refuses_a_pipeline_whose_node_runs_on_a_timer(tmp_path, capsys):
 
 
 def test_verify_finds_the_export_of_a_generated_package_and_of_an_install_prefix(seed, tmp_path):
-    from leapp_ros.generate import generate_package
+    from leapp_ros.tools.generate import generate_package
 
     package = generate_package(seed, tmp_path / "src").path
     assert find_export(package) == package / "export"

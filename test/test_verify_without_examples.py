@@ -28,9 +28,9 @@ from test_verify import rows, trace, verify
 
 from leapp import annotate
 from leapp import spec as spec_file
-from leapp_ros.plan import make_plan
-from leapp_ros.reference import random_inputs, reference_ticks
+from leapp_ros.plan.pipeline import make_plan
 from leapp_ros.testing import GraphUnderTest, reserve_domain_id, ros_env
+from leapp_ros.tools.reference import random_inputs, reference_ticks
 
 RANDOM = "leapp.Pipeline on random inputs"
 
@@ -282,7 +282,7 @@ def test_generated_launch_test_compares_random_inputs_with_leapp_pipeline(bare_s
         reason="the ROS 2 launch stack is not installed (launch_testing): use a ROS 2 install, "
         "or run scripts/setup.sh with ../shared/ros2-launch present",
     )
-    from leapp_ros.generate import generate_package
+    from leapp_ros.tools.generate import generate_package
 
     package = generate_package(bare_seed, tmp_path / "src").path
     site = tmp_path / "site"

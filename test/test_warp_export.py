@@ -18,7 +18,7 @@ import leapp
 from leapp import InferenceManager, annotate
 from leapp.errors import ExportError, PipelineError, SpecError
 from leapp.run.model import load_model
-from leapp_ros.cli import main as leapp_ros
+from leapp_ros.tools.cli import main as leapp_ros
 
 
 def dynamics(x, m, p):
@@ -156,7 +156,7 @@ def test_leapp_ros_verify_replays_the_example(example_export, capsys):
 
 
 def test_a_generated_ros_package_carries_the_warp_archives(example_export, tmp_path):
-    from leapp_ros.generate import generate_package
+    from leapp_ros.tools.generate import generate_package
 
     generate_package(example_export, tmp_path)
     export = next(path for path in tmp_path.rglob("export") if path.is_dir())

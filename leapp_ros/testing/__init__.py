@@ -19,7 +19,7 @@ What :class:`GraphUnderTest` does:
 - **Isolation.** It reserves a ROS domain id no other test on this machine holds (lock files
   under the temporary folder) and keeps discovery on this machine
   (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``), for the nodes and for its own context.
-- **Start.** It runs the graph with :mod:`leapp_ros.runner` (no ``ros2 launch`` needed): one
+- **Start.** It runs the graph with :mod:`leapp_ros.run.runner` (no ``ros2 launch`` needed): one
   process per node, every node in one process with ``composed=True``, or the whole pipeline
   in one node with ``fused=True`` (:data:`MODES`). It waits until every
   node published ``ready`` on ``_leapp/status`` and every topic is matched, else raises
@@ -80,7 +80,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from leapp_ros.plan import PipelinePlan
+from leapp_ros.plan.pipeline import PipelinePlan
 from leapp_ros.testing.graph import GraphAssertionError, GraphUnderTest, StepTimeoutError
 from leapp_ros.testing.probe import (
     DOMAIN_IDS,

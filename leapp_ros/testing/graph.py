@@ -5,8 +5,6 @@ See :class:`GraphUnderTest` and the documentation of :mod:`leapp_ros.testing`.
 
 from __future__ import annotations
 
-import collections
-import io
 import logging
 import os
 import shutil
@@ -19,10 +17,11 @@ from typing import Any, TextIO
 import torch
 
 from leapp.errors import PipelineError
-from leapp_ros.messages import MessageError
-from leapp_ros.plan import PipelinePlan
-from leapp_ros.processes import load_plan, plan_processes
-from leapp_ros.runner import RunningGraph
+from leapp_ros.messages.multiarray import MessageError
+from leapp_ros.plan.pipeline import PipelinePlan
+from leapp_ros.run.processes import load_plan, plan_processes
+from leapp_ros.run.runner import RunningGraph
+from leapp_ros.testing.failures import GraphAssertionError, OutputLines, StepTimeoutError
 from leapp_ros.testing.probe import Probe, claim_domain_id, ros_env
 from leapp_ros.testing.topics import (
     InputSender,
@@ -42,36 +41,6 @@ logger = logging.getLogger(__name__)
 _SLICE_S = 0.01  # longest single spin while waiting for outputs
 _SETTLE_S = 0.2  # after the probe saw every endpoint, for the nodes to see each other too
 _RESEND_S = 1.0  # a fed node silent this long lost its first message from another node
-_OUTPUT_LINES = 400
-
-
-class GraphAssertionError(AssertionError):
-    """The graph under test misbehaved: it did not start, a node died, the ROS graph differs
-    from the plan, or a process did not stop cleanly. The message says what and where."""
-
-
-class StepTimeoutError(GraphAssertionError):
-    """Outputs got no message in time. ``missing`` names the silent topics, ``received`` the
-    topics that published during the step (absolute names) with their message counts."""
-
-    def __init__(self, message: str, missing: tuple[str, ...], received: Mapping[str, int]):
-        super().__init__(message)
-        self.missing = missing
-        self.received = dict(received)
-
-
-class _Lines(io.TextIOBase):
-    """The last lines the graph's processes wrote, optionally passed on to a stream."""
-
-    def __init__(self, forward: TextIO | None):
-        self.lines: collections.deque[str] = collections.deque(maxlen=_OUTPUT_LINES)
-        self._forward = forward
-
-    def write(self, text: str) -> int:
-        self.lines.extend(text.splitlines())
-        if self._forward is not None:
-            self._forward.write(text)
-        return len(text)
 
 
 class GraphUnderTest:
@@ -82,7 +51,7 @@ class GraphUnderTest:
     describes what it does.
 
     Args:
-        export: export folder, its YAML spec, or a :class:`~leapp_ros.plan.PipelinePlan`.
+        export: export folder, its YAML spec, or a :class:`~leapp_ros.plan.pipeline.PipelinePlan`.
         composed: every node in one process instead of one process per node.
         fused: the whole pipeline in one ``leapp_fused`` node, tick by tick.
         namespace: ROS namespace (default: the pipeline name).
@@ -122,7 +91,7 @@ class GraphUnderTest:
         self.feedback_settle_s = feedback_settle_s
         self.domain_id: int | None = None
         self._options = (log_level, params_file)
-        self._lines = _Lines(output)
+        self._lines = OutputLines(output)
         self._lock: Any = None
         self._folder: Path | None = None
         self._graph: RunningGraph | None = None

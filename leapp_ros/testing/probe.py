@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from leapp_ros.plan import STATUS_TOPIC
+from leapp_ros.plan.pipeline import STATUS_TOPIC
 
 __all__ = [
     "DOMAIN_IDS",

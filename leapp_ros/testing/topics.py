@@ -1,8 +1,9 @@
 """What the harness derives from a plan: readiness, topic checks, driven outputs, QoS.
 
 :func:`unready` lists what a starting graph still lacks; :func:`topic_problems` every
-difference between what the rclpy graph API shows and what :func:`leapp_ros.plan.make_plan`
-planned (names, types, publishing and subscribing nodes, message shapes);
+difference between what the rclpy graph API shows and what
+:func:`leapp_ros.plan.pipeline.make_plan` planned (names, types, publishing and subscribing nodes,
+message shapes);
 :func:`driven_outputs` says which outputs some inputs make the nodes publish (firing on
 inputs) and :func:`starved_nodes` which nodes did not although they should have;
 :func:`harness_parameters` writes the parameters file that makes every node subscription
@@ -17,9 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from leapp_ros.messages import MessageError, codec
-from leapp_ros.plan import STATUS_TOPIC, InputPlan, OutputPlan, PipelinePlan
-from leapp_ros.robot_codecs import InputDecoder, OutputEncoder
+from leapp_ros.messages.multiarray import MessageError, codec
+from leapp_ros.messages.robot_codecs import InputDecoder, OutputEncoder
+from leapp_ros.plan.pipeline import STATUS_TOPIC, InputPlan, OutputPlan, PipelinePlan
 
 __all__ = [
     "InputSender",

@@ -1,0 +1,13 @@
+"""The ROS 2 nodes that run a pipeline: one per pipeline node, or one for the whole pipeline.
+
+- :mod:`~leapp_ros.node.pipeline_node`: ``leapp_node`` (:class:`PipelineNode`), one pipeline
+  node over its topics;
+- :mod:`~leapp_ros.node.fused_node`: ``leapp_fused``, every pipeline node in one ROS node;
+- :mod:`~leapp_ros.node.data_path`: the data path both share (decode, drop, count, fire);
+- :mod:`~leapp_ros.node.model`: loading and warming up a node's artifact;
+- :mod:`~leapp_ros.node.intra_process`: handing values between nodes of one process;
+- :mod:`~leapp_ros.node.executor`: the executor and the spin loop;
+- :mod:`~leapp_ros.node.rate_limited_log`: at most one warning per kind and period.
+
+Imports :mod:`leapp_ros.plan` and :mod:`leapp_ros.messages`, never the process layer.
+"""

@@ -1,0 +1,184 @@
+"""One pipeline node's data path, shared by ``leapp_node``
+(:mod:`leapp_ros.node.pipeline_node`) and
+``leapp_fused`` (:mod:`leapp_ros.node.fused_node`, one :class:`NodeData` per pipeline node):
+:class:`NodeData` holds the node's model, the current value of each input and the counters of
+its status record; :meth:`NodeData.input_callback` makes what a subscription or the
+intra-process bus calls with each message (decode, drop and count a malformed one or one
+holding NaN/inf, store the values and their arrival times, fire once every trigger has come);
+:meth:`NodeData.report_model_error` and :meth:`NodeData.report_nonfinite_outputs` count and
+log a run that publishes nothing.
+
+Tuned for latency: a callback binds what it needs once, when it is made, and handles a message
+in one Python frame besides the decoder's; the nodes call the model inline and the reports
+only when a run fails.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from leapp.spec import Spec
+from leapp_ros.messages.multiarray import MessageError
+from leapp_ros.messages.topic_io import TopicReader, float_ports, nonfinite
+from leapp_ros.node.rate_limited_log import one_line
+from leapp_ros.plan.pipeline import NodePlan, PipelinePlan
+from leapp_ros.plan.settings import initial_values
+
+__all__ = ["COUNTERS", "NodeData"]
+
+COUNTERS = (
+    "runs",
+    "received",
+    "dropped",
+    "stale",
+    "errors",
+    "nonfinite_inputs",
+    "nonfinite_outputs",
+)
+
+Warn = Callable[[str, str], None]  # (rate-limiting key, text): the node's _warn
+_Data = TypeVar("_Data", bound="NodeData")
+
+
+@dataclass(eq=False)
+class NodeData:
+    """One pipeline node's model, input values and counters (see the module documentation)."""
+
+    plan: NodePlan
+    call: Callable[[Sequence[Any]], list[Any]]  # the model: one array per input and output
+    values: list[Any]  # the current value of each input (None until the first one)
+    state_links: tuple[tuple[int, int], ...] = ()  # (output, input) of the node's own state
+    checked_outputs: tuple[int, ...] = ()  # outputs whose NaN/inf drop the run
+    runs: int = 0
+    received: int = 0
+    dropped: int = 0
+    stale: int = 0
+    errors: int = 0
+    nonfinite_inputs: int = 0
+    nonfinite_outputs: int = 0
+
+    @classmethod
+    def load(
+        cls: type[_Data], spec: Spec, plan: PipelinePlan, node: NodePlan, *, check_nonfinite: bool
+    ) -> _Data:
+        """The node ``node`` of ``plan``: its model loaded and warmed up, its feedback and
+        state inputs at their initial values; ``check_nonfinite`` (``on_nonfinite: drop``)
+        makes NaN/inf in a float output drop the run.
+
+        Raises:
+            StartupError, PipelineError: the model or the initial values are unusable.
+        """
+        from leapp_ros.node.model import load_node_model
+
+        model = load_node_model(spec, node.name)
+        initial = initial_values(plan.initial_values, node)
+        return cls(
+            plan=node,
+            call=model.call,
+            values=[initial.get(i) for i in range(len(node.inputs))],
+            state_links=tuple(
+                (node.outputs.index(node.output(port.source.split("/", 1)[1])), i)
+                for i, port in enumerate(node.inputs)
+                if port.kind == "state" and port.source is not None
+            ),
+            checked_outputs=float_ports(node.outputs) if check_nonfinite else (),
+        )
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    def counts(self) -> dict[str, int]:
+        """The counters of the status record, in its order."""
+        return {counter: getattr(self, counter) for counter in COUNTERS}
+
+    def input_callback(
+        self,
+        reader: TopicReader,
+        read: Callable[[Any], list[Any]],
+        *,
+        keys: Sequence[Hashable],
+        stamps: Any,
+        pending: set[Any],
+        triggers: Collection[Hashable],
+        fire: Callable[[float], None],
+        warn: Warn,
+        check_nonfinite: bool,
+        skip: Callable[[str], bool] | None = None,
+    ) -> Callable[[Any], None]:
+        """What the subscription of ``reader`` calls with each message.
+
+        Args:
+            reader: the topic and the input ports (``reader.indices``) it feeds.
+            read: one value per port of the reader from a message (``reader.read``; for the
+                intra-process bus, the value handed over, once per port).
+            keys: each port's key in ``stamps`` (a list or dict of arrival times) and
+                ``pending`` (the keys a tick still waits for).
+            triggers: the keys that fire the node once none is pending (none when it runs on
+                a timer); ``fire(now)`` then runs it.
+            warn: the node's rate-limited warning (key, text).
+            check_nonfinite: drop a message whose float values hold NaN/inf (counted).
+            skip: whether to ignore a message on the resolved topic, asked first (the
+                middleware's copy of a value the intra-process bus delivered already).
+        """
+        data, inputs, values = self, self.plan.inputs, self.values
+        topic, indices = reader.topic or "", reader.indices
+        slots = list(zip(indices, keys, strict=True))
+        fire_keys = [key for key in keys if key in triggers]
+        floats = float_ports(inputs)
+        check = [n for n, index in enumerate(indices) if index in floats and check_nonfinite]
+        monotonic = time.monotonic
+
+        def on_message(message: Any) -> None:
+            if skip is not None and skip(reader.resolved):
+                return
+            data.received += 1
+            try:
+                decoded = read(message)
+            except Exception as e:  # MessageError, or one no codec expected: never die of it
+                data.dropped += 1
+                problem = e if isinstance(e, MessageError) else one_line(e)
+                warn(topic, f"dropped a message on {reader.resolved}: {problem}")
+                return
+            if check and (bad := nonfinite(decoded, check)):
+                data.nonfinite_inputs += 1
+                ports = [inputs[indices[n]].port for n in bad]
+                warn(
+                    "\0nonfinite-in",
+                    f"node {data.name!r}: dropped a message on {reader.resolved}: input(s) "
+                    f"{ports} hold NaN or infinite values (on_nonfinite: drop)",
+                )
+                return
+            now = monotonic()
+            for (index, key), value in zip(slots, decoded, strict=True):
+                values[index] = value
+                stamps[key] = now
+            if fire_keys:
+                pending.difference_update(fire_keys)
+                if not pending:
+                    fire(now)
+
+        return on_message
+
+    def report_model_error(self, error: Exception, warn: Warn, logger: Any) -> None:
+        """Count and log a run the model (or publishing its results) failed with ``error``."""
+        self.errors += 1
+        warn(
+            f"\0model {self.name}",
+            f"node {self.name!r}: the model failed and this run was skipped: "
+            f"{one_line(error)} (the full error is logged at debug level)",
+        )
+        logger.debug(f"{self.name}: {type(error).__name__}: {error}")
+
+    def report_nonfinite_outputs(self, bad: Sequence[int], warn: Warn) -> None:
+        """Count and log a run whose outputs ``bad`` hold NaN/inf (nothing was published)."""
+        self.nonfinite_outputs += 1
+        ports = [self.plan.outputs[i].port for i in bad]
+        warn(
+            f"\0nonfinite-out {self.name}",
+            f"node {self.name!r}: output(s) {ports} hold NaN or infinite values; nothing "
+            "was published (on_nonfinite: drop)",
+        )

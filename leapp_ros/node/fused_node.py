@@ -1,0 +1,347 @@
+"""A whole pipeline in one ROS 2 node: ``leapp_fused`` and :class:`FusedPipelineNode`.
+
+    leapp_fused --ros-args -r __ns:=/torch_pipeline -p spec_path:=exports/torch_pipeline \\
+        [-p firing:=timer -p rate_hz:=50.0] [-p publish_intermediate:=false]
+
+(or ``python -m leapp_ros.node.fused_node``; ``leapp-ros run --fused``, ``ros2 launch leapp_ros
+pipeline.launch.py fused:=true``). The node, ``leapp_fused`` in the pipeline's namespace,
+subscribes to the external inputs of every pipeline node and, on each tick, runs every node
+in producer-before-consumer order, handing values from node to node in memory. It publishes on
+the same topics as the graph of one node per pipeline node: the outputs no other node consumes
+(the pipeline's results) as soon as their node has run, then, once the tick is over, the
+intermediate outputs another node consumes (for ``ros2 topic echo``, bags and debugging;
+``publish_intermediate:=false`` leaves those topics out; one nobody subscribes to is not
+encoded at all, unless its QoS is transient_local). One subscription hop and no
+intermediate hop: a tick costs what :class:`leapp.Pipeline` costs plus one message in and one
+out.
+
+Semantics, as in the other modes:
+
+- firing: ``inputs`` (default) ticks when every external input has a new message since the
+  last tick; ``timer`` ticks at ``rate_hz`` (default ``pipeline.configs.frequency``) on the
+  latest values once every external input has one; a pipeline without external inputs runs on
+  the timer. ``max_input_age`` skips a tick whose external inputs include an older one
+  (counted as ``stale``).
+- state and feedback: state inputs keep their node's last output; a feedback input takes its
+  producer's output of the previous tick (as :meth:`leapp.Pipeline.step` does), starting from
+  ``pipeline.initial_values``.
+- bad input: a malformed message or one holding NaN/inf (``on_nonfinite: drop``) is dropped
+  and counted; a node whose model fails, or whose results hold NaN/inf, publishes nothing this
+  tick, and the nodes it feeds do not run; the node keeps running.
+- status: one record per pipeline node on ``_leapp/status``, exactly as a ``leapp_node`` has
+  it, plus ``"fused": "<this node's full name>"``; the log says ``leapp node '<node>' ready``
+  for each, so supervisors and test harnesses treat the process like a container of them.
+
+Parameters: those of :mod:`leapp_ros.plan.settings` (``pipeline_node`` excepted), applied to the
+whole pipeline, ``ports.<port>.*`` applying to every node's port of that name, and
+``publish_intermediate`` (bool, default true).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from leapp.errors import SpecError
+from leapp.spec import Spec
+from leapp.spec.order import execution_order
+from leapp_ros.messages.topic_io import OutputWriter, TopicReader, nonfinite
+from leapp_ros.node.data_path import NodeData
+from leapp_ros.node.executor import node_main
+from leapp_ros.node.pipeline_node import PipelineNode
+from leapp_ros.plan.pipeline import NodePlan, PipelinePlan, make_plan
+from leapp_ros.plan.settings import (
+    StartupError,
+    declare_port_overrides,
+    firing_rule,
+    load_spec,
+    qos_profile,
+)
+
+__all__ = ["FusedPipelineNode", "main"]
+
+PROGRAM = "leapp_fused"
+NODE_NAME = "leapp_fused"
+
+USAGE = f"""usage: {PROGRAM} --ros-args [-r __node:=<name>] [-r __ns:=/<namespace>]
+                   -p spec_path:=<export folder or yaml> [-p firing:=inputs|timer]
+                   [-p rate_hz:=<Hz>] [-p max_input_age:=<s>] [-p publish_intermediate:=false]
+                   [--params-file <file>] [--log-level <level>]
+Runs every node of an exported leapp pipeline in one ROS 2 node, tick by tick."""
+
+
+@dataclass(eq=False)
+class _Stage(NodeData):
+    """One pipeline node inside the fused node: its data path and its links to the others."""
+
+    producers: frozenset[int] = frozenset()  # stages whose outputs it reads in the same tick
+    data_links: list[tuple[int, _Stage, int]] = field(default_factory=list)
+    feedback_links: list[tuple[int, _Stage, int]] = field(default_factory=list)
+    publish_now: list[tuple[int, Any, OutputWriter]] = field(default_factory=list)
+    # intermediates, published after the outputs; each with what says whether anyone wants it
+    publish_later: list[tuple[int, Any, OutputWriter, Callable[[], int]]] = field(
+        default_factory=list
+    )
+    publishers: list[Any] = field(default_factory=list)
+
+
+class FusedPipelineNode(PipelineNode):
+    """A ROS 2 node running every node of an exported pipeline per tick (see the module
+    documentation). Arguments as :class:`~leapp_ros.node.pipeline_node.PipelineNode`'s.
+
+    Raises:
+        StartupError: the spec, a model, the parameters or the initial values are unusable;
+            the message names the node and says what to do.
+    """
+
+    def __init__(self, node_name: str = NODE_NAME, **kwargs: Any):
+        super().__init__(node_name, **kwargs)
+
+    # --- startup ------------------------------------------------------------------------
+
+    def _load(self, spec: Spec | None, settings: dict[str, Any]) -> None:
+        from rcl_interfaces.msg import ParameterDescriptor
+
+        self._publish_intermediate = self.declare_parameter(
+            "publish_intermediate",
+            True,
+            ParameterDescriptor(
+                description="publish the outputs another node consumes too", read_only=True
+            ),
+        ).value
+        if not isinstance(self._publish_intermediate, bool):
+            raise StartupError(
+                f"parameter publish_intermediate must be true or false, got "
+                f"{self._publish_intermediate!r}"
+            )
+        if spec is None:
+            spec = load_spec(str(settings["spec_path"]))
+        overrides = declare_port_overrides(self, *spec.models)
+        plan = make_plan(
+            spec,
+            namespace=self.get_namespace(),
+            ports={
+                model.name: {
+                    port: overrides[port]
+                    for port in {p.name for p in (*model.inputs, *model.outputs)}
+                    if port in overrides
+                }
+                for model in spec.models
+            },
+        )
+        self.pipeline_node = ",".join(node.name for node in plan.nodes)
+        self.plan_of_pipeline = plan
+        self._publish_nonfinite = settings["on_nonfinite"] == "publish"
+        self._stages = _stages(spec, plan, check_nonfinite=not self._publish_nonfinite)
+        self.firing = _firing(plan, settings)
+        self._ticks = 0
+
+    def _create_entities(self) -> None:
+        from rclpy.qos import DurabilityPolicy
+        from rclpy.qos_overriding_options import QoSOverridingOptions
+
+        overrides = QoSOverridingOptions.with_default_policies()
+        consumed = {
+            id(stage): {index for index, _, _ in (*stage.data_links, *stage.feedback_links)}
+            for stage in self._stages
+        }
+        # Every external input triggers a tick (the callbacks hold on to these objects).
+        self._triggers = frozenset(
+            (number, index)
+            for number, stage in enumerate(self._stages)
+            for index, port in enumerate(stage.plan.inputs)
+            if port.kind == "external"
+        )
+        self._pending = set(self._triggers)
+        self._stamps = dict.fromkeys(self._triggers, -float("inf"))
+        self._readers: list[TopicReader] = []
+        for number, stage in enumerate(self._stages):
+            topics: dict[str, list[int]] = {}
+            for index, port in enumerate(stage.plan.inputs):
+                if port.kind == "external":
+                    topics.setdefault(port.topic, []).append(index)
+            for indices in topics.values():
+                reader = TopicReader(stage.plan.inputs, indices)
+                subscription = self.create_subscription(
+                    reader.message_class,
+                    reader.topic,
+                    self._input_callback(
+                        stage, reader, reader.read, [(number, index) for index in indices]
+                    ),
+                    qos_profile(stage.plan.inputs[indices[0]].qos),
+                    qos_overriding_options=overrides,
+                )
+                reader.resolved = subscription.topic_name
+                self._readers.append(reader)
+            for index, port in enumerate(stage.plan.outputs):
+                intermediate = index in consumed[id(stage)]
+                if intermediate and not self._publish_intermediate:
+                    continue
+                writer = OutputWriter(port)
+                publisher = self.create_publisher(
+                    writer.message_class,
+                    port.topic,
+                    qos_profile(port.qos),
+                    qos_overriding_options=overrides,
+                )
+                stage.publishers.append(publisher)
+                if not intermediate:
+                    stage.publish_now.append((index, publisher, writer))
+                elif publisher.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL:
+                    stage.publish_later.append((index, publisher, writer, _always))
+                else:  # no subscriber, no message: skip encoding one nobody takes
+                    wanted = publisher.get_subscription_count
+                    stage.publish_later.append((index, publisher, writer, wanted))
+        self._stamped = any(
+            entry[2].stamped
+            for stage in self._stages
+            for entry in (*stage.publish_now, *stage.publish_later)
+        )
+        self._output_publishers = [p for stage in self._stages for p in stage.publishers]
+        self._create_status_and_timers()
+
+    # --- data path ----------------------------------------------------------------------
+
+    def _fire_on_inputs(self, now: float) -> None:
+        if self._stale_inputs(now, restore=True):
+            return
+        self._pending.update(self._triggers)
+        self._run()
+
+    def _on_timer(self) -> None:
+        if any(value is None for stage in self._stages for value in stage.values):
+            return  # not every input has arrived yet
+        if not self._stale_inputs(time.monotonic(), restore=False):
+            self._run()
+
+    def _stale_inputs(self, now: float, *, restore: bool) -> bool:
+        age = self.firing.max_input_age_s
+        if not age:
+            return False
+        old = [key for key in self._triggers if now - self._stamps[key] > age]
+        for number in {number for number, _ in old}:
+            self._stages[number].stale += 1
+        if restore:
+            self._pending.update(old)
+        return bool(old)
+
+    def _run(self) -> None:
+        """One tick: every stage in order, pipeline results published at once."""
+        ran: set[int] = set()
+        later: list[tuple[Any, OutputWriter, Any, Callable[[], int]]] = []
+        feedback: list[tuple[_Stage, int, Any]] = []
+        stamp = self.get_clock().now().to_msg() if self._stamped else None
+        for number, stage in enumerate(self._stages):
+            if not stage.producers <= ran:
+                continue  # a producer published nothing this tick
+            try:
+                results = stage.call(stage.values)
+            except Exception as e:
+                stage.report_model_error(e, self._warn, self.get_logger())
+                continue
+            if (checks := stage.checked_outputs) and (bad := nonfinite(results, checks)):
+                stage.report_nonfinite_outputs(bad, self._warn)
+                continue
+            for output, index in stage.state_links:
+                stage.values[index] = results[output]
+            for output, consumer, index in stage.data_links:
+                consumer.values[index] = results[output]
+            for output, consumer, index in stage.feedback_links:
+                feedback.append((consumer, index, results[output]))
+            for output, publisher, writer in stage.publish_now:
+                publisher.publish(writer.write(results[output], stamp))
+            later.extend(
+                (p, w, results[output], want) for output, p, w, want in stage.publish_later
+            )
+            stage.runs += 1
+            ran.add(number)
+        for consumer, index, value in feedback:
+            consumer.values[index] = value
+        for publisher, writer, value, wanted in later:
+            if wanted():
+                publisher.publish(writer.write(value, stamp))
+        self._ticks += 1
+
+    # --- status -------------------------------------------------------------------------
+
+    def statuses(self, state: str = "ready") -> list[dict[str, Any]]:
+        """One status record per pipeline node, as a ``leapp_node`` of it publishes."""
+        fused = self.get_fully_qualified_name()
+        return [
+            {**self._status_record(stage, stage.publishers, state), "fused": fused}
+            for stage in self._stages
+        ]
+
+    def _status_records(self, state: str) -> list[dict[str, Any]]:
+        return self.statuses(state)
+
+    def _ready_names(self) -> list[str]:
+        return [stage.name for stage in self._stages]
+
+
+def _always() -> int:
+    return 1  # a latched (transient_local) intermediate: late subscribers get the last value
+
+
+def _stages(spec: Spec, plan: PipelinePlan, *, check_nonfinite: bool) -> list[_Stage]:
+    """The pipeline's nodes as stages in producer-before-consumer order, wired together."""
+    order = _execution_order(plan)
+    position = {node.name: n for n, node in enumerate(order)}
+    stages = []
+    for node in order:
+        stage = _Stage.load(spec, plan, node, check_nonfinite=check_nonfinite)
+        stage.producers = frozenset(
+            position[port.source.split("/", 1)[0]]
+            for port in node.inputs
+            if port.kind == "data_flow" and port.source is not None
+        )
+        stages.append(stage)
+    by_name = {stage.name: stage for stage in stages}
+    for consumer in stages:
+        for index, port in enumerate(consumer.plan.inputs):
+            if port.kind not in ("data_flow", "feedback") or port.source is None:
+                continue
+            producer_name, output = port.source.split("/", 1)
+            producer = by_name[producer_name]
+            link = (producer.plan.outputs.index(producer.plan.output(output)), consumer, index)
+            links = producer.data_links if port.kind == "data_flow" else producer.feedback_links
+            links.append(link)
+    return stages
+
+
+def _execution_order(plan: PipelinePlan) -> list[NodePlan]:
+    """The plan's nodes, producers before consumers (data_flow), otherwise in plan order."""
+    needs = {
+        node.name: {
+            port.source.split("/", 1)[0]
+            for port in node.inputs
+            if port.kind == "data_flow" and port.source is not None
+        }
+        for node in plan.nodes
+    }
+    try:
+        names = execution_order(needs, pipeline=plan.name)
+    except SpecError as e:
+        raise StartupError(str(e)) from e
+    return [plan.node(name) for name in names]
+
+
+def _firing(plan: PipelinePlan, settings: dict[str, Any]) -> Any:
+    """The tick rule: the nodes' firing parameters applied to the pipeline as one node."""
+    from dataclasses import replace
+
+    externals = tuple(p for node in plan.nodes for p in node.inputs if p.kind == "external")
+    whole = replace(plan.nodes[0], name=plan.name, inputs=externals)
+    return firing_rule(whole, settings)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``leapp_fused``; ``argv`` is the whole command line (default sys.argv)."""
+    return node_main(PROGRAM, USAGE, lambda context: FusedPipelineNode(context=context), argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,381 @@
+"""One pipeline node as a ROS 2 node: the ``leapp_node`` executable and :class:`PipelineNode`.
+
+Start one node of an export::
+
+    leapp_node --ros-args -r __node:=preprocess -r __ns:=/torch_pipeline \\
+        -p spec_path:=exports/torch_pipeline [-p firing:=timer -p rate_hz:=50.0]
+
+(or ``python -m leapp_ros.node.pipeline_node ...``). The node loads the spec (checking every
+artifact's sha256), maps it with :func:`leapp_ros.plan.pipeline.make_plan` under its own
+namespace, loads and warms up its model, subscribes to one topic per input and advertises one per
+output, then runs the model whenever its firing rule says so and publishes every output.
+
+The ROS parameters (``spec_path``, ``firing``, ``rate_hz``, ``max_input_age``,
+``cpu_latency_us``, ``cpu_affinity``, ``on_nonfinite``, ``ports.<port>.*``, ``qos_overrides``)
+are documented in :mod:`leapp_ros.plan.settings`; all are read once at startup.
+
+Feedback inputs (another node's output, consumed on the next tick) never trigger and start
+from ``pipeline.initial_values`` (a safetensors file keyed ``<node>/<port>``); state inputs (the
+node's own output fed back) stay inside the node: each run's output is the next run's input.
+
+A malformed message (wrong length or layout, a JointState lacking a joint) is dropped,
+counted and logged (at most once a second per topic); an exception in the model is counted
+and logged (at most once a second) and the node keeps running. Created with an intra-process
+bus (composed), it exchanges values with the other pipeline nodes of its process directly
+(:mod:`leapp_ros.node.intra_process`). Every node publishes its status as JSON
+(``std_msgs/String``) on ``_leapp/status`` (reliable, transient local, depth 1) when ready
+and then every second::
+
+    {"node": "preprocess", "state": "ready", "runs": 12, "received": 24, "dropped": 0,
+     "stale": 0, "errors": 0, "nonfinite_inputs": 0, "nonfinite_outputs": 0, "cpu_latency_us":
+     null, "cpu_affinity": null, "subscribers": {"/torch_pipeline/preprocess/obs": 1}}
+
+(``cpu_latency_us``: the CPU latency request held, ``cpu_affinity``: the CPUs pinned to, null
+for none; ``subscribers``: the subscriptions each output's publisher matched, so a tester
+knows when every hop is connected) and ``"state": "stopping"`` once on shutdown; it logs
+``leapp node '<name>' ready`` when ready. Exit codes: 0 after SIGINT/SIGTERM, 2 for a startup
+problem (one error line on stderr).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+from rclpy.duration import Duration
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos_overriding_options import QoSOverridingOptions
+from std_msgs.msg import String
+
+from leapp.errors import LeappError
+from leapp.spec import Spec
+from leapp_ros.messages.topic_io import OutputWriter, TopicReader, nonfinite, topic_readers
+from leapp_ros.node.data_path import NodeData
+from leapp_ros.node.executor import node_main
+from leapp_ros.node.intra_process import IntraProcessBus, publish_through
+from leapp_ros.node.rate_limited_log import RateLimitedLog
+from leapp_ros.plan.cpu_settings import CpuLatencyRequest, CpuSettingsError, pin_process
+from leapp_ros.plan.pipeline import METADATA_QOS, STATUS_TOPIC, make_plan
+from leapp_ros.plan.settings import (
+    StartupError,
+    declare_parameters,
+    declare_port_overrides,
+    firing_rule,
+    load_spec,
+    qos_profile,
+)
+
+__all__ = ["PipelineNode", "StartupError", "main"]
+
+PROGRAM = "leapp_node"
+STATUS_PERIOD_S = 1.0
+STOP_ACK_TIMEOUT_S = 0.5
+
+USAGE = f"""usage: {PROGRAM} --ros-args -r __node:=<node> [-r __ns:=/<namespace>]
+                  -p spec_path:=<export folder or yaml> [-p pipeline_node:=<node>]
+                  [-p firing:=inputs|timer] [-p rate_hz:=<Hz>] [-p max_input_age:=<s>]
+                  [--params-file <file>] [--log-level <level>]
+Runs one node of an exported leapp pipeline as a ROS 2 node."""
+
+
+class PipelineNode(Node):
+    """A ROS 2 node running one node of an exported pipeline (see the module documentation).
+
+    Args:
+        node_name: the ROS node name (a ``-r __node:=`` remap wins over it).
+        namespace: the ROS namespace (a ``-r __ns:=`` remap wins over it).
+        context: the rclpy context (default: the global one).
+        spec: an already loaded spec of ``spec_path`` (a container loads it once for all).
+        parameter_overrides: parameter values that win over command-line ones.
+        cli_args: ROS arguments of this node only (``--ros-args -r __node:=policy ...``).
+        use_global_arguments: False to ignore the process's own ROS arguments (a node loaded
+            into a component container takes only those of its load request).
+        bus: the intra-process bus of the process (:mod:`leapp_ros.node.intra_process`): values
+            go to and come from the other pipeline nodes on it without the middleware.
+
+    Raises:
+        StartupError: the spec, the model, the parameters or the initial values are unusable;
+            the message names the node and says what to do. The node is destroyed then.
+    """
+
+    def __init__(
+        self,
+        node_name: str = "leapp_node",
+        *,
+        namespace: str | None = None,
+        context: Any = None,
+        spec: Spec | None = None,
+        parameter_overrides: Sequence[Parameter] = (),
+        cli_args: Sequence[str] | None = None,
+        use_global_arguments: bool = True,
+        bus: IntraProcessBus | None = None,
+    ):
+        super().__init__(
+            node_name,
+            namespace=namespace,
+            context=context,
+            parameter_overrides=list(parameter_overrides),
+            cli_args=None if cli_args is None else list(cli_args),
+            use_global_arguments=use_global_arguments,
+        )
+        self._warnings = RateLimitedLog(self.get_logger())
+        self._leapp_timers: list[Any] = []
+        self._cpu_latency: CpuLatencyRequest | None = None
+        self._cpu_affinity: tuple[int, ...] | None = None
+        self._bus = bus
+        self._bus_exits: list[Any] = []  # what leaves the bus when the node is destroyed
+        try:
+            self._start(spec)
+        except BaseException:
+            self.destroy_node()
+            raise
+
+    # --- startup ------------------------------------------------------------------------
+
+    def _start(self, spec: Spec | None) -> None:
+        settings = declare_parameters(self)
+        self.pipeline_node = str(settings["pipeline_node"] or self.get_name())
+        if settings["cpu_affinity"]:
+            try:
+                self._cpu_affinity = pin_process(settings["cpu_affinity"])
+            except CpuSettingsError as e:
+                problem = f"node {self.pipeline_node!r}: parameter cpu_affinity: {e}"
+                raise StartupError(problem) from e
+            self.get_logger().info(f"running on CPUs {list(self._cpu_affinity)}")
+        try:
+            self._load(spec, settings)
+        except StartupError:
+            raise
+        except LeappError as e:
+            raise StartupError(f"node {self.pipeline_node!r}: {e}") from e
+        self._create_entities()
+        self._request_cpu_latency(settings["cpu_latency_us"])
+        self._publish_status("ready")
+        self.get_logger().debug(f"firing {self.firing}")
+        for name in self._ready_names():
+            self.get_logger().info(f"leapp node '{name}' ready")
+
+    def _load(self, spec: Spec | None, settings: dict[str, Any]) -> None:
+        """Load the spec and the model; plan the topics and the firing rule."""
+        if spec is None:
+            spec = load_spec(str(settings["spec_path"]))
+        names = [model.name for model in spec.models]
+        if self.pipeline_node not in names:
+            raise StartupError(
+                f"pipeline {spec.name!r} has no node {self.pipeline_node!r} (the ROS node "
+                f"name, or parameter pipeline_node); its nodes are {', '.join(names)}: "
+                "name one with -r __node:=<node> or -p pipeline_node:=<node>"
+            )
+        ports = declare_port_overrides(self, spec.model(self.pipeline_node))
+        plan = make_plan(spec, namespace=self.get_namespace(), ports={self.pipeline_node: ports})
+        self.plan = plan.node(self.pipeline_node)
+        self.firing = firing_rule(self.plan, settings)
+        self._publish_nonfinite = settings["on_nonfinite"] == "publish"
+        self._data = NodeData.load(
+            spec, plan, self.plan, check_nonfinite=not self._publish_nonfinite
+        )
+        self._values = self._data.values  # (the same list: one lookup less per run)
+        self._readers = topic_readers(self.plan.inputs)
+        self._writers = [OutputWriter(port) for port in self.plan.outputs]
+        inputs = self.plan.inputs
+        self._stamps = [-math.inf] * len(inputs)
+        self._triggers = frozenset(i for i, port in enumerate(inputs) if port.triggers)
+        self._pending = set(self._triggers)
+
+    def _create_entities(self) -> None:
+        overrides = QoSOverridingOptions.with_default_policies()
+        # the middleware's copies of values the intra-process bus delivered already are skipped
+        skip = self._bus.produces if self._bus is not None else None
+        for reader in self._readers:
+            subscription = self.create_subscription(
+                reader.message_class,
+                reader.topic,
+                self._input_callback(self._data, reader, reader.read, reader.indices, skip),
+                qos_profile(self.plan.inputs[reader.indices[0]].qos),
+                qos_overriding_options=overrides,
+            )
+            reader.resolved = subscription.topic_name  # after remapping: the name users see
+            if self._bus is not None:
+                count = len(reader.indices)
+                deliver = self._input_callback(
+                    self._data, reader, lambda value, n=count: [value] * n, reader.indices
+                )
+                self._bus_exits.append(self._bus.subscribe(reader.resolved, deliver))
+        self._output_publishers = [
+            self.create_publisher(
+                writer.message_class,
+                port.topic,
+                qos_profile(port.qos),
+                qos_overriding_options=overrides,
+            )
+            for port, writer in zip(self.plan.outputs, self._writers, strict=True)
+        ]
+        self._stamped = any(writer.stamped for writer in self._writers)
+        self._topics = [publisher.topic_name for publisher in self._output_publishers]
+        self._publish_through = None
+        if self._bus is not None:
+            self._bus_exits += [self._bus.advertise(topic) for topic in self._topics]
+            self._publish_through = partial(
+                publish_through, self._bus, self._topics, self._output_publishers,
+                self._writers,
+            )  # fmt: skip
+        self._create_status_and_timers()
+
+    def _create_status_and_timers(self) -> None:
+        self._status = self.create_publisher(String, STATUS_TOPIC, qos_profile(METADATA_QOS))
+        self._leapp_timers.append(self.create_timer(STATUS_PERIOD_S, self._on_status_timer))
+        if self.firing.mode == "timer" and self.firing.rate_hz:
+            self._leapp_timers.append(self.create_timer(1.0 / self.firing.rate_hz, self._on_timer))
+
+    def _request_cpu_latency(self, microseconds: int) -> None:
+        if microseconds < 0:
+            return
+        try:
+            self._cpu_latency = CpuLatencyRequest(microseconds)
+        except CpuSettingsError as e:
+            self.get_logger().warning(
+                f"node {self.pipeline_node!r}: cpu_latency_us is {microseconds}, but {e}"
+            )
+            return
+        self.get_logger().info(f"holding a CPU latency request of {microseconds} us")
+
+    def destroy_node(self) -> None:
+        """Destroy the node, leave the intra-process bus and end the CPU latency request."""
+        while self._bus_exits:
+            self._bus_exits.pop()()
+        if self._cpu_latency is not None:
+            self._cpu_latency.release()
+        super().destroy_node()
+
+    # --- data path ----------------------------------------------------------------------
+
+    def _input_callback(
+        self,
+        data: NodeData,
+        reader: TopicReader,
+        read: Callable[[Any], list[Any]],
+        keys: Sequence[Any],
+        skip: Callable[[str], bool] | None = None,
+    ) -> Callable[[Any], None]:
+        """What a subscription (or the bus) calls with each message for ``data``'s ports
+        ``reader.indices``, keyed ``keys`` in this node's stamps and pending set."""
+        return data.input_callback(
+            reader,
+            read,
+            keys=keys,
+            stamps=self._stamps,
+            pending=self._pending,
+            triggers=self._triggers if self.firing.mode == "inputs" else (),
+            fire=self._fire_on_inputs,
+            warn=self._warn,
+            check_nonfinite=not self._publish_nonfinite,
+            skip=skip,
+        )
+
+    def _fire_on_inputs(self, now: float) -> None:
+        age = self.firing.max_input_age_s
+        if age:
+            old = [i for i in self._triggers if now - self._stamps[i] > age]
+            if old:
+                self._data.stale += 1
+                self._pending.update(old)
+                return
+        self._pending.update(self._triggers)
+        self._run()
+
+    def _on_timer(self) -> None:
+        if any(value is None for value in self._values):
+            return  # not every input has arrived yet
+        age = self.firing.max_input_age_s
+        if age:
+            now = time.monotonic()
+            if any(now - self._stamps[i] > age for i in self._triggers):
+                self._data.stale += 1
+                return
+        self._run()
+
+    def _run(self) -> None:
+        data = self._data
+        try:
+            # The readers checked every value against its port; no second check here.
+            results = data.call(self._values)
+            if (checks := data.checked_outputs) and (bad := nonfinite(results, checks)):
+                data.report_nonfinite_outputs(bad, self._warn)
+                return
+            for output, index in data.state_links:
+                self._values[index] = results[output]
+            stamp = self.get_clock().now().to_msg() if self._stamped else None
+            if self._publish_through is not None:
+                self._publish_through(results, stamp)
+            else:
+                for publisher, writer, value in zip(
+                    self._output_publishers, self._writers, results, strict=True
+                ):
+                    publisher.publish(writer.write(value, stamp))
+        except Exception as e:
+            data.report_model_error(e, self._warn, self.get_logger())
+            return
+        data.runs += 1
+
+    # --- status -------------------------------------------------------------------------
+
+    def status(self, state: str = "ready") -> dict[str, Any]:
+        """The status record this node publishes on ``_leapp/status``."""
+        return self._status_record(self._data, self._output_publishers, state)
+
+    def _status_record(
+        self, data: NodeData, publishers: Sequence[Any], state: str
+    ) -> dict[str, Any]:
+        return {
+            "node": data.name,
+            "state": state,
+            **data.counts(),
+            "cpu_latency_us": self._cpu_latency.microseconds if self._cpu_latency else None,
+            "cpu_affinity": list(self._cpu_affinity) if self._cpu_affinity else None,
+            "subscribers": {
+                publisher.topic_name: publisher.get_subscription_count()
+                for publisher in publishers
+            },
+        }
+
+    def stop(self) -> None:
+        """Stop firing and publish the ``stopping`` status (call before destroying the node)."""
+        for timer in self._leapp_timers:
+            timer.cancel()
+        self._publish_status("stopping")
+        # reliable: give subscribers (a supervisor) a moment to acknowledge the last word
+        self._status.wait_for_all_acked(Duration(seconds=STOP_ACK_TIMEOUT_S))
+        for record in self._status_records("stopping"):
+            self.get_logger().info(f"leapp node '{record['node']}' stopping: {record}")
+
+    def _on_status_timer(self) -> None:  # no parameters: rclpy would pass a TimerInfo
+        self._publish_status("ready")
+
+    def _publish_status(self, state: str) -> None:
+        for record in self._status_records(state):
+            self._status.publish(String(data=json.dumps(record)))
+
+    def _status_records(self, state: str) -> list[dict[str, Any]]:
+        return [self.status(state)]
+
+    def _ready_names(self) -> list[str]:
+        return [self.pipeline_node]
+
+    def _warn(self, key: str, text: str) -> None:
+        """Log ``text`` unless ``key`` was logged less than a second ago."""
+        self._warnings.warning(key, text)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``leapp_node``; ``argv`` is the whole command line (default sys.argv)."""
+    return node_main(PROGRAM, USAGE, lambda context: PipelineNode(context=context), argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,390 @@
+"""From a pipeline spec to a ROS 2 plan: nodes, topics, message types, QoS and firing rules.
+
+Pure data and no rclpy import, so launch files, ``leapp-ros inspect`` and the generator can use it
+anywhere. The mapping (see the project's design brief):
+
+- namespace: the pipeline name unless overridden; ROS node name: the pipeline node name;
+- every output of every node is published on ``<node>/<output>`` (relative, so it lands under
+  the namespace); an input fed by ``data_flow`` or ``feedback_flow`` subscribes to the
+  producer's topic; an external input (``pipeline.inputs``) subscribes to ``<node>/<input>``;
+  a feedback edge from a node to itself (recurrent state) stays inside the node;
+- messages: the ``std_msgs`` MultiArray of the tensor's dtype (bool as UInt8, float16 and
+  bfloat16 as Float32), except the external inputs and the outputs whose meaning (``kind``,
+  ``element_names``, or the node's ``ports.<port>.*`` overrides) picks a standard robot message
+  (:mod:`leapp_ros.plan.bindings`): those inputs subscribe to ``<node>/<stem>`` (``joint_states``,
+  ``imu``, ``cmd_vel``, ``pose``), one topic per message type; an output that another node
+  consumes keeps its MultiArray (both ends are ours);
+- QoS: depth 1, volatile; publishers reliable, subscriptions best effort ("newest wins");
+- firing: when every triggering input has a new message, or on a timer (``rate_hz``, by default
+  ``pipeline.configs.frequency``) with the latest values.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from leapp.errors import LeappError
+from leapp.spec import ModelSpec, Spec, TensorSpec
+from leapp_ros.plan.bindings import Binding, BindingError, PortOverride, bind_port
+
+__all__ = [
+    "METADATA_QOS",
+    "PUBLISHER_QOS",
+    "STATUS_TOPIC",
+    "SUBSCRIPTION_QOS",
+    "Firing",
+    "InputPlan",
+    "NodePlan",
+    "OutputPlan",
+    "PipelinePlan",
+    "PlanError",
+    "QosPlan",
+    "make_plan",
+    "message_type",
+]
+
+
+class PlanError(LeappError):
+    """A spec cannot be mapped onto ROS 2 (invalid names, unsupported dtypes, bad settings)."""
+
+
+@dataclass(frozen=True)
+class QosPlan:
+    """A QoS profile in words: ``reliable``/``best_effort``, ``volatile``/``transient_local``."""
+
+    reliability: str
+    durability: str = "volatile"
+    depth: int = 1
+
+
+PUBLISHER_QOS = QosPlan("reliable")
+SUBSCRIPTION_QOS = QosPlan("best_effort")
+METADATA_QOS = QosPlan("reliable", "transient_local", 1)
+STATUS_TOPIC = "_leapp/status"  # std_msgs/String (JSON) from every node; hidden from topic lists
+
+_MESSAGES = {
+    "float32": "Float32MultiArray",
+    "float64": "Float64MultiArray",
+    "float16": "Float32MultiArray",
+    "bfloat16": "Float32MultiArray",
+    "int8": "Int8MultiArray",
+    "int16": "Int16MultiArray",
+    "int32": "Int32MultiArray",
+    "int64": "Int64MultiArray",
+    "uint8": "UInt8MultiArray",
+    "uint16": "UInt16MultiArray",
+    "uint32": "UInt32MultiArray",
+    "uint64": "UInt64MultiArray",
+    "bool": "UInt8MultiArray",
+}
+
+
+def message_type(dtype: str) -> str:
+    """The ``std_msgs`` type carrying a tensor of ``dtype``: ``std_msgs/msg/Float32MultiArray``."""
+    try:
+        return f"std_msgs/msg/{_MESSAGES[dtype]}"
+    except KeyError:
+        raise PlanError(
+            f"dtype {dtype!r} has no std_msgs MultiArray; supported: {', '.join(_MESSAGES)}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class InputPlan:
+    """One input port of a node and where its values come from.
+
+    ``kind`` is ``external`` (from outside the pipeline), ``data_flow`` (a producer in this
+    tick), ``feedback`` (another node's output, consumed on the next tick; never triggers) or
+    ``state`` (this node's own output, kept inside the node; no topic).
+    """
+
+    port: str
+    kind: str
+    topic: str | None  # relative topic name; None for state
+    message_type: str
+    dtype: str
+    shape: tuple[int, ...]
+    source: str | None = None  # "<node>/<port>" of the producer, None for external inputs
+    qos: QosPlan = SUBSCRIPTION_QOS
+    binding: Binding | None = None  # a standard robot message instead of the MultiArray
+    note: str = ""  # why this message (leapp-ros inspect)
+
+    @property
+    def triggers(self) -> bool:
+        """Whether a new message on this input counts towards firing the node."""
+        return self.kind in ("external", "data_flow")
+
+
+@dataclass(frozen=True)
+class OutputPlan:
+    """One output port of a node, published on its own topic."""
+
+    port: str
+    topic: str
+    message_type: str
+    dtype: str
+    shape: tuple[int, ...]
+    labels: tuple[str, ...] = ()  # one layout label per axis ("" when unnamed)
+    qos: QosPlan = PUBLISHER_QOS
+    binding: Binding | None = None  # a standard robot message instead of the MultiArray
+    note: str = ""  # why this message (leapp-ros inspect)
+
+
+@dataclass(frozen=True)
+class Firing:
+    """When a node runs: ``inputs`` (every triggering input is new) or ``timer`` (``rate_hz``)."""
+
+    mode: str = "inputs"
+    rate_hz: float | None = None
+    max_input_age_s: float | None = None  # inputs older than this are not used (None: no limit)
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    name: str
+    model: ModelSpec
+    inputs: tuple[InputPlan, ...]
+    outputs: tuple[OutputPlan, ...]
+    firing: Firing = field(default_factory=Firing)
+
+    def input(self, port: str) -> InputPlan:
+        return next(i for i in self.inputs if i.port == port)
+
+    def output(self, port: str) -> OutputPlan:
+        return next(o for o in self.outputs if o.port == port)
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    name: str
+    namespace: str  # absolute, e.g. "/torch_pipeline"
+    spec_path: Path
+    nodes: tuple[NodePlan, ...]
+    initial_values: Path | None = None
+
+    def node(self, name: str) -> NodePlan:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise PlanError(
+            f"pipeline {self.name!r} has no node {name!r}; its nodes are "
+            f"{', '.join(n.name for n in self.nodes)}"
+        )
+
+    def topics(self) -> list[tuple[str, str]]:
+        """Every data topic as ``(absolute name, type)``, as ``ros2 topic list -t`` shows it."""
+        found = {(self.resolve(o.topic), o.message_type) for n in self.nodes for o in n.outputs}
+        found |= {
+            (self.resolve(i.topic), i.message_type)
+            for n in self.nodes
+            for i in n.inputs
+            if i.topic is not None
+        }
+        return sorted(found)
+
+    def resolve(self, topic: str) -> str:
+        """The absolute name of a relative ``topic`` under this plan's namespace."""
+        return f"{self.namespace.rstrip('/')}/{topic}"
+
+
+# ROS 2 name tokens: a letter or underscore first, then letters, digits, underscores; no "__".
+_TOKEN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+def check_name(what: str, name: str) -> None:
+    """Raise PlanError unless ``name`` is a valid ROS 2 node name / topic token."""
+    if _TOKEN.match(name) and "__" not in name and not name.endswith("_"):
+        return
+    suggestion = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", name)).strip("_") or "x"
+    if not suggestion[0].isalpha():
+        suggestion = f"n_{suggestion}"
+    raise PlanError(
+        f"{what} {name!r} is not a valid ROS 2 name (letters, digits and single underscores, "
+        f"starting with a letter); rename it, e.g. to {suggestion!r}, and export again"
+    )
+
+
+def check_namespace(namespace: str) -> str:
+    """Normalize ``namespace`` to an absolute name, rejecting invalid tokens."""
+    tokens = [t for t in namespace.strip().split("/") if t]
+    for token in tokens:
+        check_name("namespace token", token)
+    return "/" + "/".join(tokens)
+
+
+def make_plan(
+    spec: Spec,
+    *,
+    namespace: str | None = None,
+    firing: Mapping[str, Firing] | None = None,
+    ports: Mapping[str, Mapping[str, PortOverride]] | None = None,
+) -> PipelinePlan:
+    """Map ``spec`` onto ROS 2. ``firing`` overrides the firing rule per node name, ``ports``
+    the message choice per node and port (the nodes' ``ports.<port>.*`` parameters)."""
+    firing = dict(firing or {})
+    ports = ports or {}
+    unknown = sorted(set(firing) - {m.name for m in spec.models})
+    if unknown:
+        raise PlanError(f"firing given for unknown node(s) {unknown} of pipeline {spec.name!r}")
+    default = _default_firing(spec.pipeline.configs)
+    feeds = _sources(spec)
+    frequency = default.rate_hz
+    consumed = {source for kind, source in feeds.values() if kind != "state"}
+    outputs = {
+        f"{model.name}/{port.name}": _output_plan(
+            model, port, ports.get(model.name, {}), frequency, consumed
+        )
+        for model in spec.models
+        for port in model.outputs
+    }
+    nodes = []
+    for model in spec.models:
+        check_name("node name", model.name)
+        overrides = ports.get(model.name, {})
+        inputs = tuple(_input_plan(model, port, feeds.get(f"{model.name}/{port.name}"),
+                                   overrides)
+                       for port in model.inputs)  # fmt: skip
+        _check_shared_topics(model.name, inputs)
+        node_outputs = tuple(outputs[f"{model.name}/{port.name}"] for port in model.outputs)
+        nodes.append(
+            NodePlan(model.name, model, inputs, node_outputs, firing.get(model.name, default))
+        )
+    initial = spec.pipeline.initial_values
+    return PipelinePlan(
+        name=spec.name,
+        namespace=check_namespace(spec.name if namespace is None else namespace),
+        spec_path=spec.path if spec.path is not None else Path(f"{spec.name}.yaml"),
+        nodes=tuple(nodes),
+        initial_values=spec.directory / initial if initial and spec.path is not None else None,
+    )
+
+
+def _default_firing(configs: Mapping[str, Any]) -> Firing:
+    """Run on inputs; a timer, when asked for, defaults to ``pipeline.configs.frequency``."""
+    frequency = configs.get("frequency")
+    if frequency is not None and (not isinstance(frequency, (int, float)) or frequency <= 0):
+        raise PlanError(f"pipeline.configs.frequency must be a positive number, got {frequency!r}")
+    return Firing(rate_hz=float(frequency) if frequency is not None else None)
+
+
+def _sources(spec: Spec) -> dict[str, tuple[str, str]]:
+    """``"node/input" -> (kind, "producer/output")`` for every input an edge feeds."""
+    fed: dict[str, tuple[str, str]] = {}
+    for kind, edges in (("data_flow", spec.pipeline.data_flow),
+                        ("feedback", spec.pipeline.feedback_flow)):  # fmt: skip
+        for source, targets in edges.items():
+            for target in targets:
+                self_edge = source.split("/")[0] == target.split("/")[0]
+                fed[target] = ("state" if kind == "feedback" and self_edge else kind, source)
+    return fed
+
+
+def _input_plan(
+    model: ModelSpec,
+    port: TensorSpec,
+    fed: tuple[str, str] | None,
+    overrides: Mapping[str, PortOverride],
+) -> InputPlan:
+    check_name(f"input of node {model.name!r}", port.name)
+    kind, source = fed if fed is not None else ("external", None)
+    topic = None if kind == "state" else source or f"{model.name}/{port.name}"
+    binding, note, wire = None, "", message_type(port.dtype)
+    if kind == "external":
+        where = f"node {model.name!r} input {port.name!r}"
+        binding, note = _bind("input", port, overrides.get(port.name), where)
+        if binding is not None:
+            topic, wire = f"{model.name}/{binding.stem}", binding.message_type
+    elif port.name in overrides:
+        raise PlanError(
+            f"node {model.name!r} input {port.name!r} is fed by {source}, not from outside: "
+            "ports.<port>.* parameters apply to external inputs and to outputs only"
+        )
+    return InputPlan(
+        port=port.name,
+        kind=kind,
+        topic=topic,
+        message_type=wire,
+        dtype=port.dtype,
+        shape=tuple(port.shape),
+        source=source,
+        binding=binding,
+        note=note,
+    )
+
+
+def _output_plan(
+    model: ModelSpec,
+    port: TensorSpec,
+    overrides: Mapping[str, PortOverride],
+    frequency: float | None,
+    consumed: set[str],
+) -> OutputPlan:
+    check_name(f"output of node {model.name!r}", port.name)
+    period = port.temporal_period_ms or (1e3 / frequency if frequency else None)
+    where = f"node {model.name!r} output {port.name!r}"
+    key = f"{model.name}/{port.name}"
+    if key in consumed:
+        if port.name in overrides:
+            raise PlanError(
+                f"{where} is consumed by another node, so it keeps its std_msgs MultiArray; "
+                "ports.<port>.* parameters apply to outputs no other node reads"
+            )
+        binding, note = None, "std_msgs MultiArray (another node consumes it)"
+    else:
+        binding, note = _bind("output", port, overrides.get(port.name), where, period)
+    return OutputPlan(
+        port=port.name,
+        topic=f"{model.name}/{port.name}",
+        message_type=binding.message_type if binding else message_type(port.dtype),
+        dtype=port.dtype,
+        shape=tuple(port.shape),
+        labels=_labels(port),
+        binding=binding,
+        note=note,
+    )
+
+
+def _bind(
+    direction: str,
+    port: TensorSpec,
+    override: PortOverride | None,
+    where: str,
+    period_ms: float | None = None,
+) -> tuple[Binding | None, str]:
+    try:
+        return bind_port(direction, port.kind, tuple(port.shape), port.element_names, override,
+                         where=where, temporal_period_ms=period_ms)  # fmt: skip
+    except BindingError as e:
+        raise PlanError(str(e)) from e
+
+
+def _check_shared_topics(node: str, inputs: tuple[InputPlan, ...]) -> None:
+    """Inputs that share a topic must agree on its type (a port named like a robot topic)."""
+    types: dict[str, InputPlan] = {}
+    for port in inputs:
+        if port.topic is None:
+            continue
+        first = types.setdefault(port.topic, port)
+        if first.message_type != port.message_type:
+            raise PlanError(
+                f"node {node!r}: inputs {first.port!r} ({first.message_type}) and "
+                f"{port.port!r} ({port.message_type}) would share topic {port.topic!r}; rename "
+                "the input, or set ports.<port>.message: multiarray on one of them"
+            )
+
+
+def _labels(port: TensorSpec) -> tuple[str, ...]:
+    """Layout label per axis: a string marker from ``element_names`` (e.g. the temporal axis)
+    or ``"dim<i>"``; per-element names stay in the spec. ``element_names`` may name only the
+    last axes (``[[x, y, z]]`` for shape ``[1, 3]``), so its entries align from the end."""
+    names = list(port.element_names or [])
+    first = len(port.shape) - len(names)
+    labels = []
+    for axis in range(len(port.shape)):
+        entry = names[axis - first] if axis >= first else None
+        labels.append(entry if isinstance(entry, str) else f"dim{axis}")
+    return tuple(labels)

@@ -1,0 +1,356 @@
+"""What a pipeline node needs before it runs, from its ROS parameters and the export.
+
+The parameters every :class:`~leapp_ros.node.pipeline_node.PipelineNode` declares
+(:data:`PARAMETERS`,
+:func:`declare_parameters`), the spec (:func:`load_spec`), the firing rule once the parameters
+are applied to the plan's (:func:`firing_rule`), the first values of feedback and state inputs
+(:func:`initial_values`), the per-port message overrides ``ports.<port>.*``
+(:func:`declare_port_overrides`, or :func:`port_overrides` from a parameters file) and rclpy
+QoS profiles (:func:`qos_profile`). Every problem is a :class:`StartupError` that says what to
+change; ``leapp_node`` turns it into exit code 2. No torch import.
+
+The parameters of a pipeline node (all read once at startup):
+
+``spec_path`` (string)
+    The export folder or its YAML file. Required.
+``pipeline_node`` (string)
+    The pipeline node to run; default: the ROS node name.
+``firing`` (``inputs`` | ``timer``)
+    ``inputs`` (default): run when every triggering input (external or data_flow) has a new
+    message since the last run. ``timer``: run at ``rate_hz`` on the latest values, once every
+    input has a value. A node without triggering inputs runs on the timer when a rate is known.
+``rate_hz`` (number)
+    Timer rate; 0 means ``pipeline.configs.frequency`` of the spec.
+``max_input_age`` (number, seconds)
+    When > 0, a run whose triggering inputs include one received longer ago than this is
+    skipped and counted as ``stale`` (with ``firing: inputs`` that input must then arrive anew).
+``cpu_latency_us`` (integer, microseconds)
+    When >= 0, the node holds a Linux CPU latency request of this many microseconds while it
+    runs (:mod:`leapp_ros.plan.cpu_settings`): idle CPUs stay within that wake-up time, which cuts
+    the cost of every message between processes at the price of power. -1 (default) leaves the
+    system alone. Where the request cannot be made (it needs write access to
+    ``/dev/cpu_dma_latency``) the node logs a warning that says how to get it and runs anyway.
+``cpu_affinity`` (integer array)
+    When set, the node's process runs on these CPUs only (every thread, also the middleware's),
+    e.g. ``-p cpu_affinity:=[1]`` (one number is a list of one); a CPU the process may not use
+    is a startup error. Nodes in one container share the process: give them the same CPUs (the
+    container refuses different ones).
+    Unset (default): anywhere.
+``on_nonfinite`` (``drop`` | ``publish``)
+    ``drop`` (default): an input message holding a NaN or an infinity is not used, nor is a
+    run whose results hold one (nothing is published, state inputs keep their value); each is
+    counted (``nonfinite_inputs``, ``nonfinite_outputs``) and logged at most once a second.
+    ``publish``: such values go through as any other.
+``ports.<port>.message|kind|names|order``
+    The message of an external input or an output (see :mod:`leapp_ros.plan.bindings` and the
+    README's robot messages): a type, or ``multiarray``; the port's kind and joint names for
+    exports without semantics; the joint order on the wire of an output.
+``qos_overrides./<ns>/<topic>.publisher|subscription.<policy>``
+    The standard rclpy QoS overrides (history, depth, reliability) of every data topic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from leapp.errors import LeappError
+from leapp.spec import ModelSpec, Spec
+from leapp_ros.plan.bindings import PortOverride
+from leapp_ros.plan.pipeline import Firing, NodePlan, QosPlan
+
+__all__ = [
+    "NONFINITE_POLICIES",
+    "PARAMETERS",
+    "PORT_PARAMETERS",
+    "StartupError",
+    "declare_parameters",
+    "declare_port_overrides",
+    "firing_rule",
+    "initial_values",
+    "load_spec",
+    "port_overrides",
+    "qos_profile",
+    "whole_numbers",
+]
+
+
+class StartupError(LeappError):
+    """A pipeline node cannot start: bad parameters, spec, model or initial values."""
+
+
+PARAMETERS: tuple[tuple[str, Any, str], ...] = (
+    ("spec_path", "", "export folder of the pipeline, or its YAML spec"),
+    ("pipeline_node", "", "pipeline node to run (default: the ROS node name)"),
+    ("firing", "inputs", "'inputs': run when every triggering input is new; 'timer': rate_hz"),
+    ("rate_hz", 0.0, "timer rate in Hz; 0 means pipeline.configs.frequency of the spec"),
+    ("max_input_age", 0.0, "skip runs whose inputs are older than this many seconds (0: off)"),
+    ("cpu_latency_us", -1, "hold a CPU wake-up latency request of this many us (-1: off)"),
+    ("cpu_affinity", (), "run this process on these CPUs only (unset: anywhere)"),
+    ("on_nonfinite", "drop", "'drop': NaN/inf inputs and results are not used; 'publish'"),
+)
+"""``(name, default, description)``; a default of ``()`` is an integer array, unset."""
+
+NONFINITE_POLICIES = ("drop", "publish")
+
+PORT_PARAMETERS: tuple[tuple[str, str], ...] = (
+    ("message", "message type (e.g. sensor_msgs/msg/JointState), or 'multiarray'"),
+    ("kind", "the port's kind when the export has none (e.g. state/joint/position)"),
+    ("names", "element names of the port's last axis (joint names), in tensor order"),
+    ("order", "outputs: joint order on the wire (a forward controller's joints)"),
+)
+"""``ports.<port>.<name>`` parameters of every port of the node: ``(name, description)``."""
+
+
+def declare_parameters(node: Any) -> dict[str, Any]:
+    """Declare every parameter of :data:`PARAMETERS` on ``node``; their values, checked.
+
+    Numbers accept integers too (``-p rate_hz:=50``) and must be finite and >= 0; integers
+    (``cpu_latency_us``) must be whole numbers, -1 or more; integer arrays (``cpu_affinity``)
+    whole numbers >= 0, and come back as a tuple (empty when unset).
+    """
+    from rcl_interfaces.msg import ParameterDescriptor, ParameterType
+
+    values: dict[str, Any] = {}
+    for name, default, description in PARAMETERS:
+        if default == ():  # any type here, checked below: -p cpu_affinity:=1 means [1]
+            array = ParameterDescriptor(
+                description=description, read_only=True, dynamic_typing=True
+            )
+            values[name] = whole_numbers(name, node.declare_parameter(name, None, array).value)
+            continue
+        numeric = isinstance(default, float)
+        whole = isinstance(default, int)
+        descriptor = ParameterDescriptor(
+            description=description,
+            read_only=True,
+            dynamic_typing=numeric or whole,  # accept 50 as well as 50.0 (checked below)
+            type=ParameterType.PARAMETER_STRING
+            if isinstance(default, str)
+            else ParameterType.PARAMETER_NOT_SET,
+        )
+        value = node.declare_parameter(name, default, descriptor).value
+        if whole:
+            values[name] = _whole_number(name, value)
+            continue
+        if numeric and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise StartupError(f"parameter {name} must be a number, got {value!r}")
+        if numeric and (value < 0 or not math.isfinite(value)):
+            raise StartupError(f"parameter {name} must be >= 0, got {value!r}")
+        values[name] = float(value) if numeric else value
+    if values["on_nonfinite"] not in NONFINITE_POLICIES:
+        raise StartupError(
+            f"parameter on_nonfinite must be 'drop' or 'publish', got {values['on_nonfinite']!r}"
+        )
+    return values
+
+
+def declare_port_overrides(node: Any, *models: ModelSpec) -> dict[str, PortOverride]:
+    """Declare ``ports.<port>.{message,kind,names,order}`` for every port of ``models`` (one
+    for a ``leapp_node``, all for a fused node, where a name applies to every port that has
+    it); the overrides that set anything, by port name."""
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    owner = " ".join(repr(model.name) for model in models)
+    ports = list(dict.fromkeys(p.name for m in models for p in (*m.inputs, *m.outputs)))
+    found: dict[str, PortOverride] = {}
+    for port in ports:
+        values: dict[str, Any] = {}
+        for name, description in PORT_PARAMETERS:
+            key = f"ports.{port}.{name}"
+            descriptor = ParameterDescriptor(
+                description=description, read_only=True, dynamic_typing=True
+            )
+            values[name] = node.declare_parameter(key, None, descriptor).value
+        override = _port_override(f"node {owner}: parameters ports.{port}", values)
+        if override != PortOverride():
+            found[port] = override
+    given = getattr(node, "_parameter_overrides", {})  # rclpy's, from the command line / file
+    unknown = sorted(n for n in given if n.startswith("ports.") and not node.has_parameter(n))
+    if unknown:  # a warning, not an error: a "/**" section reaches every node
+        node.get_logger().warning(
+            f"node {owner}: parameter(s) {unknown} name no port of this node, ignored "
+            f"them; its ports are {ports} and each takes ports.<port>.message|kind|names|order"
+        )
+    return found
+
+
+def port_overrides(document: Mapping[str, Any], nodes: Sequence[str]) -> dict[str, dict]:
+    """The ``ports.<port>.*`` overrides a ROS 2 parameters file gives each of ``nodes``: its
+    ``/**`` section for every node, then ``<node>`` (or ``/<ns>/<node>``) sections."""
+    found: dict[str, dict[str, PortOverride]] = {}
+    for node in nodes:
+        merged: dict[str, Any] = {}
+        for key, section in (document or {}).items():
+            if key in ("/**", node) or str(key).rsplit("/", 1)[-1] == node:
+                merged.update(_flatten((section or {}).get("ros__parameters", {})))
+        ports: dict[str, dict[str, Any]] = {}
+        for key, value in merged.items():
+            parts = key.split(".")
+            if len(parts) == 3 and parts[0] == "ports":
+                ports.setdefault(parts[1], {})[parts[2]] = value
+        overrides = {
+            port: _port_override(f"node {node!r}: parameters ports.{port}", values)
+            for port, values in ports.items()
+        }
+        if overrides:
+            found[node] = overrides
+    return found
+
+
+def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _port_override(where: str, values: Mapping[str, Any]) -> PortOverride:
+    texts, lists = {}, {}
+    for name in ("message", "kind"):
+        value = values.get(name)
+        if value is not None and not isinstance(value, str):
+            raise StartupError(f"{where}.{name} must be a string, got {value!r}")
+        texts[name] = value or ""
+    for name in ("names", "order"):
+        value = values.get(name)
+        sequence = isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+        if value is not None and not (sequence and all(isinstance(v, str) for v in value)):
+            raise StartupError(
+                f"{where}.{name} must be a list of names such as [hip, knee], got {value!r}"
+            )
+        lists[name] = tuple(value or ())
+    return PortOverride(**texts, **lists)
+
+
+def _whole_number(name: str, value: Any) -> int:
+    """An integer parameter's value: whole numbers only (2.0 is accepted as 2), -1 or more."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise StartupError(f"parameter {name} must be a whole number, got {value!r}")
+    if value < -1:
+        raise StartupError(f"parameter {name} must be -1 (off) or >= 0, got {value}")
+    return value
+
+
+def whole_numbers(name: str, value: Any) -> tuple[int, ...]:
+    """An integer array parameter's value: whole numbers >= 0; one number counts as a list of
+    one, unset (None) as an empty list."""
+    numbers = (value,) if isinstance(value, int) and not isinstance(value, bool) else value
+    if numbers is None:
+        return ()
+    # a list or tuple from YAML / the command line, an array.array from a Parameter message
+    sequence = isinstance(numbers, Sequence) and not isinstance(numbers, (str, bytes))
+    if not sequence or any(
+        isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in numbers
+    ):
+        shown = list(numbers) if sequence else repr(numbers)
+        raise StartupError(
+            f"parameter {name} must be whole numbers >= 0 such as [0, 1], got {shown}"
+        )
+    return tuple(numbers)
+
+
+def load_spec(spec_path: str) -> Spec:
+    """The spec at ``spec_path`` (the ``spec_path`` parameter), checksums verified."""
+    from leapp import spec as spec_file
+
+    if not spec_path:
+        raise StartupError(
+            "parameter spec_path is not set; pass -p spec_path:=<export folder or YAML file>"
+        )
+    return spec_file.load(spec_path, verify_checksums=True)
+
+
+def firing_rule(plan: NodePlan, settings: Mapping[str, Any]) -> Firing:
+    """The plan's firing rule with the node's parameters applied, checked."""
+    mode = settings["firing"]
+    if mode not in ("inputs", "timer"):
+        raise StartupError(f"parameter firing must be 'inputs' or 'timer', got {mode!r}")
+    rate = settings["rate_hz"] or plan.firing.rate_hz
+    if mode == "inputs" and not any(port.triggers for port in plan.inputs):
+        if not rate:
+            raise StartupError(
+                f"node {plan.name!r} has no input that can trigger it (only feedback or state "
+                "inputs); run it on a timer: -p firing:=timer -p rate_hz:=<Hz>"
+            )
+        mode = "timer"
+    if mode == "timer" and not rate:
+        raise StartupError(
+            f"node {plan.name!r}: firing is 'timer' but no rate is known; pass -p rate_hz:=<Hz> "
+            "or export with graph_configs frequency"
+        )
+    age = settings["max_input_age"] or None
+    return replace(plan.firing, mode=mode, rate_hz=rate, max_input_age_s=age)
+
+
+def initial_values(path: Path | None, plan: NodePlan) -> dict[int, Any]:
+    """First values of the feedback and state inputs, by input index, as NumPy arrays (torch
+    tensors for bfloat16, which NumPy lacks)."""
+    needed = {i: port for i, port in enumerate(plan.inputs) if port.kind in ("feedback", "state")}
+    if not needed:
+        return {}
+    ports = [port.port for port in needed.values()]
+    where = f"node {plan.name!r}: feedback/state input(s) {ports} need initial values, but"
+    if path is None:
+        raise StartupError(
+            f"{where} the spec names no pipeline.initial_values file; add a safetensors file "
+            "with keys '<node>/<port>' and name it there"
+        )
+    if not path.is_file():
+        raise StartupError(f"{where} the initial values file {str(path)!r} does not exist")
+    tensors = _load_safetensors(path, any(port.dtype == "bfloat16" for port in needed.values()))
+    values = {}
+    for index, port in needed.items():
+        key = f"{plan.name}/{port.port}"
+        value = tensors.get(key)
+        if value is None:
+            raise StartupError(f"{where} {str(path)!r} has no tensor {key!r}")
+        dtype = str(value.dtype).removeprefix("torch.")
+        if (dtype, tuple(value.shape)) != (port.dtype, tuple(port.shape)):
+            raise StartupError(
+                f"node {plan.name!r}: initial value {key!r} in {str(path)!r} is "
+                f"{dtype} {list(value.shape)}, the port is {port.dtype} {list(port.shape)}"
+            )
+        values[index] = value
+    return values
+
+
+def _load_safetensors(path: Path, bfloat16: bool) -> Mapping[str, Any]:
+    """The tensors of a safetensors file: NumPy arrays, or torch tensors where NumPy lacks a
+    dtype (bfloat16) and torch is needed anyway."""
+    if bfloat16:
+        from safetensors.torch import load_file as load_tensors
+
+        return load_tensors(str(path))
+    from safetensors.numpy import load_file as load_arrays
+
+    try:
+        return {key: np.ascontiguousarray(value) for key, value in load_arrays(str(path)).items()}
+    except (TypeError, ValueError):  # a bfloat16 tensor of another node
+        from safetensors.torch import load_file as load_tensors
+
+        return load_tensors(str(path))
+
+
+def qos_profile(qos: QosPlan) -> Any:
+    """The rclpy QoSProfile of a plan's QoS."""
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    reliable = qos.reliability == "reliable"
+    durable = qos.durability == "transient_local"
+    return QoSProfile(
+        history=HistoryPolicy.KEEP_LAST,
+        depth=qos.depth,
+        reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL if durable else DurabilityPolicy.VOLATILE,
+    )

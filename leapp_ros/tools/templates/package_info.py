@@ -1,0 +1,82 @@
+"""What every template of a generated package needs: :class:`PackageInfo` and :func:`fill`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from leapp_ros.plan.pipeline import PipelinePlan
+
+__all__ = ["PackageInfo", "fill", "python_literal"]
+
+_MARKER = re.compile(r"@([A-Z][A-Z0-9_]*)@")
+
+
+@dataclass(frozen=True)
+class PackageInfo:
+    """One generated package: its name, the pipeline's plan and the export files it carries.
+
+    ``stem`` names the pipeline's files (``launch/<stem>.launch.py``, ``config/<stem>.yaml``,
+    ``test/test_<stem>_topics.py``); ``export_files`` are paths relative to the package's
+    ``export/`` folder (the spec, every artifact, the examples and initial values files),
+    sorted; ``spec_file`` and ``examples_file`` are among them.
+    """
+
+    name: str
+    stem: str
+    plan: PipelinePlan
+    spec_file: str
+    export_files: tuple[str, ...]
+    examples_file: str | None = None
+    version: str = "0.1.0"
+    maintainer: str = "TODO"
+    maintainer_email: str = "todo@example.com"
+    license: str = "TODO"
+
+    @property
+    def launch_file(self) -> str:
+        return f"{self.stem}.launch.py"
+
+    @property
+    def composed_launch_file(self) -> str:
+        return f"{self.stem}_composed.launch.py"
+
+    @property
+    def fused_launch_file(self) -> str:
+        return f"{self.stem}_fused.launch.py"
+
+    @property
+    def launch_files(self) -> tuple[str, str, str]:
+        """Every launch file: one process per node, composed, fused."""
+        return (self.launch_file, self.composed_launch_file, self.fused_launch_file)
+
+    @property
+    def params_file(self) -> str:
+        return f"{self.stem}.yaml"
+
+    @property
+    def test_file(self) -> str:
+        return f"test_{self.stem}_topics.py"
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        return tuple(node.name for node in self.plan.nodes)
+
+
+def fill(template: str, **values: str) -> str:
+    """``template`` with every ``@KEY@`` replaced by ``values["KEY"]``; a marker without a
+    value is a bug in the template and raises KeyError."""
+
+    def value(match: re.Match[str]) -> str:
+        return values[match.group(1)]
+
+    return _MARKER.sub(value, template)
+
+
+def python_literal(value: str | tuple[str, ...]) -> str:
+    """A string or tuple of strings as Python source, double-quoted like ruff formats it."""
+    if isinstance(value, tuple):
+        inner = ", ".join(python_literal(item) for item in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    text = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
