@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
+import os
+import signal
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import pytest
 import torch
@@ -47,11 +52,76 @@ def _leapp_logs_reach_caplog():
     logging.setLoggerClass(logger_class)
 
 
+_PR_SET_CHILD_SUBREAPER = 36
+_LEAKS = pytest.StashKey[list[str]]()
+
+
+def pytest_configure(config):
+    """Orphans of the processes a test starts (a node whose launcher died, a daemon) are
+    re-parented to this pytest process instead of init, so no module can leave one behind
+    unseen (Linux; elsewhere the check below sees direct children only)."""
+    config.stash[_LEAKS] = []
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += map(int, (task / "children").read_text().split())
+        except OSError:
+            continue
+    return found
+
+
+def _alive_or_reaped(pid: int) -> bool:
+    """Whether ``pid`` still runs; a zombie (exited, not waited for) is reaped here."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    if state == "Z":
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        return False
+    return True
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_process_outlives_its_module(request):
+    """A process a test module started and did not stop would live on in a ROS domain that
+    is free again for the next tests (and take CPU from them): it is killed here, and named
+    in the summary at the end of the run."""
+    yield
+    for pid in _children(os.getpid()):
+        if not _alive_or_reaped(pid):
+            continue
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        request.config.stash[_LEAKS].append(f"{request.node.nodeid}: {pid} {command[:200]}")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    for line in config.stash.get(_LEAKS, []):
+        terminalreporter.write_line(f"process left running by {line}", yellow=True)
+
+
 @pytest.fixture(autouse=True)
 def _no_leftover_session():
-    """Every test starts and ends without an active tracing session."""
+    """Every test starts and ends without an active tracing session: one a test left open
+    (after an expected error) is stopped, so what it patched is restored, then dropped."""
     session_module._active = None
     yield
+    if session_module.active_session() is not None:
+        with contextlib.suppress(leapp.LeappError):
+            leapp.stop()
     session_module._active = None
 
 

@@ -12,6 +12,7 @@ path is matched (node subscriptions are best effort, so the first messages can b
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import signal
 import subprocess
@@ -96,6 +97,16 @@ class NodeProcess:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=5)
 
+    def end(self, grace_s: float = 5.0) -> None:
+        """SIGINT to the process group, then SIGKILL after ``grace_s``: a node that exits
+        cleanly leaves no DDS participant, and no shared-memory segments, behind it."""
+        if self.running():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=grace_s)
+        self.kill()
+
 
 def node_args(spec_path: Path, node: str, namespace: str, *ros: str) -> list[str]:
     """Arguments of ``python -m leapp_ros.node.pipeline_node`` running pipeline node ``node``."""
@@ -130,7 +141,8 @@ def ros_graph(
     tmp: Path, starts: Sequence[tuple[str, Sequence[str]]]
 ) -> Iterator[tuple[Probe, list[NodeProcess], int]]:
     """Reserve a domain, start ``(module, args)`` processes in it and open a :class:`Probe`;
-    on exit close the probe and kill every process that is still running."""
+    on exit close the probe and end every process that is still running (SIGINT, then
+    SIGKILL), before the domain id is released."""
     with reserve_domain_id() as domain_id:
         processes: list[NodeProcess] = []
         probe = None
@@ -142,7 +154,7 @@ def ros_graph(
             yield probe, processes, domain_id
         finally:
             for process in processes:
-                process.kill()
+                process.end()
             if probe is not None:
                 probe.close()
 
@@ -168,24 +180,33 @@ def startup_error_line(result: subprocess.CompletedProcess[str], program: str) -
     return lines[0]
 
 
-def export_seed(save_path: Path) -> SimpleNamespace:
-    """Trace examples/torch_pipeline.py (weights seeded) into ``save_path``: the export folder
-    as ``path``, and ``policy`` and ``module`` to compute the eager results with."""
+def export_example(
+    save_path: Path, name: str, inputs: Callable[[Any], tuple[Any, ...]], *, no_grad: bool = False
+) -> SimpleNamespace:
+    """Trace ``examples/<name>.py`` (``run_policy(policy, preprocess(*inputs(module)))``,
+    weights seeded) into ``save_path``: the export folder as ``path``, and ``policy`` and
+    ``module`` to compute the eager results with."""
     from leapp import session as session_module
 
     sys.path.insert(0, str(REPO / "examples"))
     try:
-        import torch_pipeline as module
+        module = importlib.import_module(name)
     finally:
         sys.path.remove(str(REPO / "examples"))
     session_module._active = None
     torch.manual_seed(0)
     policy = module.Policy().eval()
-    leapp.start(name="torch_pipeline", save_path=save_path)
-    module.run_policy(policy, module.preprocess(torch.zeros(6), torch.zeros(3)))
+    leapp.start(name=name, save_path=save_path)
+    with torch.no_grad() if no_grad else contextlib.nullcontext():
+        module.run_policy(policy, module.preprocess(*inputs(module)))
     leapp.stop()
     compiled = leapp.compile_graph(graph_configs=leapp.GraphConfigs(frequency=50))
     return SimpleNamespace(path=compiled.path.parent, policy=policy, module=module)
+
+
+def export_seed(save_path: Path) -> SimpleNamespace:
+    """examples/torch_pipeline.py exported (see :func:`export_example`)."""
+    return export_example(save_path, "torch_pipeline", lambda _: (torch.zeros(6), torch.zeros(3)))
 
 
 def eager_seed(seed: SimpleNamespace, state: Any, velocity: Any) -> tuple[Any, Any]:

@@ -7,7 +7,6 @@ Every export is compared with eager PyTorch on fresh random inputs through
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import NamedTuple
 
@@ -18,19 +17,9 @@ import torch
 import leapp
 from leapp import annotate
 from leapp.errors import GraphError, PortNameError, PortTypeError, TraceError
-from leapp.session import active_session
 from leapp.trace.array import TracedArray
 
 HERE = Path(__file__).name
-
-
-@pytest.fixture(autouse=True)
-def _stop_the_session():
-    """A test that ends inside a session (after an expected error) stops it."""
-    yield
-    if active_session() is not None:
-        with contextlib.suppress(leapp.SessionError):
-            leapp.stop()
 
 
 def _ports(compiled, node):

@@ -55,6 +55,8 @@ def seed_export() -> Path:
     return _exports[0]
 
 
+_LOCKS: list = []  # the domain ids' lock files (a lock held by a local would end with it)
+
 MODES = {  # launch arguments of the three deployment shapes
     "processes": {},
     "composed": {"composed": "true"},
@@ -66,7 +68,8 @@ MODES = {  # launch arguments of the three deployment shapes
 @launch_testing.parametrize("mode", list(MODES))
 def generate_test_description(mode):
     export = seed_export()
-    domain_id, _lock = claim_domain_id()  # held until this test process ends
+    domain_id, lock = claim_domain_id()
+    _LOCKS.append(lock)  # held until this test process ends: the launched processes use it
     pipeline = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(str(LAUNCH_FILE)),
         launch_arguments={"pipeline": str(export), **MODES[mode]}.items(),

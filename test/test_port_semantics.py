@@ -6,7 +6,6 @@ Every export is compared with eager PyTorch on fresh random inputs through
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -23,22 +22,12 @@ from leapp import (
     annotate,
 )
 from leapp.errors import LeappError, PortNameError, PortTypeError, SemanticsError, SpecError
-from leapp.session import active_session
 from leapp.spec import dump, load
 
 HERE = Path(__file__).name
 JOINTS = ["hip", "knee", "ankle"]
 W = torch.randn(3, 3)
 KP = torch.tensor([20.0, 30.0, 10.0])
-
-
-@pytest.fixture(autouse=True)
-def _stop_the_session():
-    """A test that ends inside a session (after an expected error) stops it."""
-    yield
-    if active_session() is not None:
-        with contextlib.suppress(leapp.SessionError):
-            leapp.stop()
 
 
 def _yaml_ports(compiled, node):

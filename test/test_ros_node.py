@@ -277,7 +277,8 @@ class TestDtypesStateAndMalformed:
                         torch.zeros(2, 3, 4, dtype=zeros),
                     )
 
-            prime(probe, publish_zeros, [acc_h, *(port.inbox for port in ports.values())])
+            inboxes = [acc_h, *(port.inbox for port in ports.values())]
+            prime(probe, publish_zeros, inboxes, check=exited(processes))
             graph.processes = processes
             yield graph
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,11 +22,17 @@ from leapp.errors import PipelineError
 from leapp.spec import load
 from leapp_ros.plan.pipeline import make_plan
 from leapp_ros.testing import (
+    DOMAIN_IDS,
     GraphAssertionError,
     GraphUnderTest,
+    Probe,
     StepTimeoutError,
+    claim_domain_id,
     graph_fixture,
+    prime,
+    reserve_domain_id,
 )
+from leapp_ros.testing.probe import LOCK_FOLDER, SHELL_DOMAIN_IDS
 from leapp_ros.testing.topics import (
     driven_outputs,
     harness_parameters,
@@ -272,3 +280,62 @@ def test_leaving_the_block_stops_every_process(seed):
         assert len(pids) == 2 and all(pid_alive(pid) for pid in pids)
     assert [pid for pid in pids if pid_alive(pid)] == []
     assert started.pids == {}
+
+
+# --- isolation and priming of hand-made test graphs -------------------------------------------
+
+
+def test_a_reserved_domain_is_never_the_environments_own(monkeypatch):
+    # Anything started without isolation (a shell's tool, a ros2 daemon) lands in the domain of
+    # the environment: no test is handed that one.
+    monkeypatch.setenv("ROS_DOMAIN_ID", "7")
+    with reserve_domain_id(range(7, 9)) as domain_id:
+        assert domain_id == 8
+
+
+def test_domain_locks_are_shared_by_runs_with_different_temporary_folders(monkeypatch, tmp_path):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    tempfile.tempdir = None  # tempfile caches TMPDIR
+    try:
+        with reserve_domain_id(range(3, 5)) as first:
+            held, lock = claim_domain_id(range(3, 5))
+            lock.close()
+            assert held != first and (LOCK_FOLDER / f"{first}.lock").is_file()
+    finally:
+        tempfile.tempdir = None
+    assert not LOCK_FOLDER.is_relative_to(tmp_path)
+
+
+def test_the_shells_domains_are_outside_the_reserved_ones():
+    assert not set(SHELL_DOMAIN_IDS) & set(DOMAIN_IDS)
+    setup = (Path(__file__).parents[1] / "scripts" / "setup.sh").read_text()
+    low, count = SHELL_DOMAIN_IDS.start, len(SHELL_DOMAIN_IDS)
+    assert f"$(($$ % {count} + {low}))" in setup
+
+
+def test_priming_that_gets_no_answer_names_each_silent_topic():
+    from std_msgs.msg import Float32MultiArray
+
+    with reserve_domain_id() as domain_id, Probe(domain_id) as probe:
+        answered = probe.subscribe("/primed/answered", Float32MultiArray)
+        silent = probe.subscribe("/primed/silent", Float32MultiArray)
+        echo = probe.publisher("/primed/answered", Float32MultiArray)
+        probe.wait_matched(echo)
+        with pytest.raises(AssertionError) as failure:
+            prime(probe, lambda: echo.publish(Float32MultiArray()), [answered, silent], 1.0)
+    assert str(failure.value) == (
+        "no output within 1.0 s of publishing inputs on /primed/silent (0 publishers), "
+        "(1 of 2 inboxes received)"
+    )
+
+
+def test_priming_stops_as_soon_as_the_check_fails():
+    from std_msgs.msg import Float32MultiArray
+
+    def dead() -> None:
+        raise AssertionError("the graph process exited with 1")
+
+    with reserve_domain_id() as domain_id, Probe(domain_id) as probe:
+        silent = probe.subscribe("/primed/silent", Float32MultiArray)
+        with pytest.raises(AssertionError, match="exited with 1"):
+            prime(probe, lambda: None, [silent], 30.0, check=dead)

@@ -205,6 +205,20 @@ class PortCodec:
         Raises:
             MessageError: see :meth:`from_message`.
         """
+        values = self._values(message)
+        if self.dtype == "bool":
+            return values.astype(bool)  # any non-zero byte is True; a 0-d array stays one
+        if self._port_numpy is None:
+            import torch
+
+            return torch.from_numpy(values).to(torch.bfloat16)
+        if self.dtype in _CAST:
+            return values.astype(self._port_numpy)
+        return values
+
+    def _values(self, message: Any) -> Any:
+        """The data of ``message`` as a NumPy view of its wire dtype, in the port's shape,
+        once the message type, element count, offset and layout are checked."""
         data = message.data
         layout = message.layout
         dims = layout.dim
@@ -216,17 +230,7 @@ class PortCodec:
         ):
             self._check(message)
         values = np.frombuffer(data, self._numpy)
-        if self._reshape:
-            values = values.reshape(self.shape)
-        if self.dtype == "bool":
-            return values.astype(bool)  # any non-zero byte is True; a 0-d array stays one
-        if self._port_numpy is None:
-            import torch
-
-            return torch.from_numpy(values).to(torch.bfloat16)
-        if self.dtype in _CAST:
-            return values.astype(self._port_numpy)
-        return values
+        return values.reshape(self.shape) if self._reshape else values
 
     def from_message(self, message: Any) -> Any:
         """The tensor in ``message``, sharing its memory when no cast is needed.
@@ -238,19 +242,7 @@ class PortCodec:
         """
         import torch
 
-        data = message.data
-        layout = message.layout
-        dims = layout.dim
-        if (
-            len(data) != self.size
-            or data.typecode != self._typecode
-            or layout.data_offset != 0
-            or (dims and [(dim.size, dim.stride) for dim in dims] != self._dims)
-        ):
-            self._check(message)
-        values = torch.from_numpy(np.frombuffer(data, self._numpy))
-        if self._reshape:
-            values = values.reshape(self.shape)
+        values = torch.from_numpy(self._values(message))
         if self.dtype == "bool":
             return values != 0
         if self.dtype in _CAST:

@@ -3,7 +3,9 @@
 Every ROS test must be isolated from the rest of the machine and from other tests:
 
 - :func:`reserve_domain_id` picks a ROS domain id no other test on this machine holds (a
-  lock file per id under the temporary folder, so concurrent pytest runs never share one);
+  lock file per id in one folder of this machine, :data:`LOCK_FOLDER`, whatever ``TMPDIR``
+  says, so concurrent pytest runs never share one), and never the ``ROS_DOMAIN_ID`` of the
+  environment (where anything started without isolation lands);
 - :func:`ros_env` is the environment of a process in that domain, with discovery kept on
   this machine (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``);
 - :class:`Probe` is an rclpy node on a private context in that domain (never the global one),
@@ -28,7 +30,6 @@ import fcntl
 import json
 import os
 import random
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -39,6 +40,9 @@ from leapp_ros.plan.pipeline import STATUS_TOPIC
 __all__ = [
     "DOMAIN_IDS",
     "LOCALHOST",
+    "LOCK_FOLDER",
+    "SHELL_DOMAIN_IDS",
+    "Inbox",
     "Probe",
     "claim_domain_id",
     "prime",
@@ -46,20 +50,26 @@ __all__ = [
     "ros_env",
 ]
 
-#: domain ids handed out; Fast DDS's default port mapping allows up to 232.
-DOMAIN_IDS = range(1, 233)
+#: domain ids handed out (Fast DDS's default port mapping allows up to 232); the shells that
+#: scripts/setup.sh prepares take theirs from :data:`SHELL_DOMAIN_IDS`, above these.
+DOMAIN_IDS = range(1, 201)
+SHELL_DOMAIN_IDS = range(201, 233)
 #: discovery limited to this machine (never multicast beyond it).
 LOCALHOST = {"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
-_LOCK_FOLDER = "leapp_ros_test_domains"
+#: one lock file per domain id in use. Not under ``tempfile.gettempdir()``: two runs with
+#: different ``TMPDIR`` values must still see each other's locks.
+LOCK_FOLDER = Path(os.environ.get("LEAPP_ROS_DOMAIN_LOCKS", "/tmp/leapp_ros_test_domains"))
 _SLICE_S = 0.02  # longest single spin while waiting for something
 
 
 def claim_domain_id(ids: Sequence[int] = DOMAIN_IDS) -> tuple[int, Any]:
     """A domain id from ``ids`` that no other process on this machine holds, and the open lock
-    file holding it: close the file (or end the process) to release the id."""
-    folder = Path(tempfile.gettempdir()) / _LOCK_FOLDER
-    folder.mkdir(exist_ok=True)
-    for domain_id in random.sample(list(ids), len(ids)):
+    file holding it: close the file (or end the process) to release the id. The environment's
+    own ``ROS_DOMAIN_ID`` is never handed out."""
+    folder = LOCK_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    free = [domain_id for domain_id in ids if str(domain_id) != os.environ.get("ROS_DOMAIN_ID")]
+    for domain_id in random.sample(free, len(free)):
         handle = open(folder / f"{domain_id}.lock", "w")  # noqa: SIM115 (held while in use)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -108,6 +118,14 @@ def qos(*, reliable: bool = True, depth: int = 10, transient_local: bool = False
             DurabilityPolicy.TRANSIENT_LOCAL if transient_local else DurabilityPolicy.VOLATILE
         ),
     )
+
+
+class Inbox(list):
+    """The messages received on one topic, in arrival order (a list), and the topic's name."""
+
+    def __init__(self, topic: str):
+        super().__init__()
+        self.topic = topic
 
 
 class Probe:
@@ -163,13 +181,13 @@ class Probe:
         """A reliable publisher on ``topic``."""
         return self.node.create_publisher(message_type, topic, qos(reliable=True, depth=depth))
 
-    def subscribe(self, topic: str, message_type: Any, *, depth: int = 1000) -> list[Any]:
+    def subscribe(self, topic: str, message_type: Any, *, depth: int = 1000) -> Inbox:
         """Every message arriving on ``topic`` (reliable, keep last ``depth``), appended to
-        the returned list as the probe spins."""
-        inbox: list[Any] = []
-        self.node.create_subscription(
-            message_type, topic, inbox.append, qos(reliable=True, depth=depth)
+        the returned :class:`Inbox` as the probe spins."""
+        subscription = self.node.create_subscription(
+            message_type, topic, lambda message: inbox.append(message), qos(depth=depth)
         )
+        inbox = Inbox(subscription.topic_name)
         return inbox
 
     def spin_for(self, seconds: float) -> None:
@@ -245,6 +263,8 @@ def prime(
     inboxes: Sequence[list[Any]],
     timeout_s: float = 30.0,
     interval_s: float = 0.2,
+    *,
+    check: Callable[[], None] | None = None,
 ) -> None:
     """Call ``publish()`` every ``interval_s`` until every inbox got a message, then empty the
     inboxes so counting starts from zero.
@@ -253,16 +273,36 @@ def prime(
     even once a publisher counts the subscription; priming proves every hop of the path is
     matched. Each call may run the nodes, so prime only with inputs that leave recurrent
     state as it was (or use :class:`~leapp_ros.testing.GraphUnderTest`, which needs none).
+    ``check()`` is called on every round and may raise to stop early (a graph process that
+    died). On timeout the AssertionError names each inbox still empty and how many
+    publishers the probe sees on its topic (0: the node never matched the probe).
     """
     deadline = time.monotonic() + timeout_s
     while not all(inboxes):
+        if check is not None:
+            check()
         if time.monotonic() > deadline:
-            raise AssertionError(f"no output within {timeout_s} s of publishing inputs")
+            raise AssertionError(
+                f"no output within {timeout_s} s of publishing inputs on "
+                + ", ".join(_silent(probe, inboxes))
+            )
         publish()
         probe.spin_for(interval_s)
     probe.spin_for(0.3)  # late answers to the repeated inputs
     for inbox in inboxes:
         inbox.clear()
+
+
+def _silent(probe: Probe, inboxes: Sequence[list[Any]]) -> list[str]:
+    """``<topic> (<n> publishers)`` for each empty inbox, of which ``k`` of ``n`` received."""
+    empty = [inbox for inbox in inboxes if not inbox]
+    named = [
+        f"{inbox.topic} ({probe.node.count_publishers(inbox.topic)} publishers)"
+        if isinstance(inbox, Inbox)
+        else "an inbox"
+        for inbox in empty
+    ]
+    return [*named, f"({len(inboxes) - len(empty)} of {len(inboxes)} inboxes received)"]
 
 
 @contextlib.contextmanager
