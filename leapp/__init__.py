@@ -43,9 +43,9 @@ if TYPE_CHECKING:
     from leapp.run.pipeline import Pipeline
     from leapp.semantics import InputKindEnum, OutputKindEnum, TemporalAxis, TensorSemantics
     from leapp.session import start, stop
-    from leapp.trace.array import TracedArray
-    from leapp.trace.recorder import FrozenValueWarning
-    from leapp.trace.tensor import TracedTensor
+    from leapp.trace.arrays.array import TracedArray
+    from leapp.trace.tensors.recorder import FrozenValueWarning
+    from leapp.trace.tensors.tensor import TracedTensor
 
 __all__ = [
     "ExportError",
@@ -90,9 +90,9 @@ _LAZY = {
     "TensorSemantics": ("leapp.semantics", "TensorSemantics"),
     "start": ("leapp.session", "start"),
     "stop": ("leapp.session", "stop"),
-    "TracedArray": ("leapp.trace.array", "TracedArray"),
-    "FrozenValueWarning": ("leapp.trace.recorder", "FrozenValueWarning"),
-    "TracedTensor": ("leapp.trace.tensor", "TracedTensor"),
+    "TracedArray": ("leapp.trace.arrays.array", "TracedArray"),
+    "FrozenValueWarning": ("leapp.trace.tensors.recorder", "FrozenValueWarning"),
+    "TracedTensor": ("leapp.trace.tensors.tensor", "TracedTensor"),
     "Pipeline": ("leapp.run.pipeline", "Pipeline"),  # pulls in onnxruntime
     "InferenceManager": ("leapp.run.inference", "InferenceManager"),  # LEAPP's runtime class
     "spec": ("leapp.spec", None),

@@ -28,7 +28,7 @@ from leapp.errors import SessionError, TraceError
 from leapp.semantics import TensorSemantics
 from leapp.session import active_session
 from leapp.trace import ports as port_names
-from leapp.trace.handover import mirror
+from leapp.trace.arrays.handover import mirror
 from leapp.trace.location import user_location
 from leapp.trace.payload import read_payload
 
@@ -300,7 +300,7 @@ def warp_op(node: str, inputs: Any = None, outputs: Any = None, **params: Any) -
     """
     import contextlib
 
-    from leapp.trace import warp_calls
+    from leapp.trace.segments import warp_calls
 
     session = active_session()
     if session is None:

@@ -20,8 +20,8 @@ import torch.fx as fx
 from leapp.errors import GraphError, SpecError
 from leapp.graph.edges import classify_inputs
 from leapp.graph.node_graph import ExportGraph, export_graph, recorded_graph
-from leapp.trace.recorder import NodeTrace
-from leapp.trace.recording import Recording
+from leapp.trace.pipeline.recording import Recording
+from leapp.trace.tensors.recorder import NodeTrace
 
 logger = logging.getLogger(__name__)
 

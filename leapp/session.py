@@ -1,10 +1,9 @@
 """The tracing session: ``leapp.start``, ``leapp.stop`` and the recording annotations use.
 
-``leapp.start`` makes a new :class:`~leapp.trace.recording.Recording` the active one and installs
-the NumPy/torch crossing patches; the annotations record into it; ``leapp.stop`` ends it;
-``leapp.compile_graph`` takes it (:func:`take_stopped`) and turns it into an export folder.
-Outside a session the annotations are pass-through no-ops, so annotated code runs untouched in
-production.
+``leapp.start`` makes a new :class:`~leapp.trace.pipeline.recording.Recording` the active one and
+installs the NumPy/torch crossing patches; the annotations record into it; ``leapp.stop`` ends it;
+``leapp.compile_graph`` takes it (:func:`take_stopped`) and turns it into an export folder. Outside
+a session the annotations are pass-through no-ops, so annotated code runs untouched in production.
 """
 
 from __future__ import annotations
@@ -15,8 +14,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from leapp.errors import SessionError
-from leapp.trace import crossing, warp_calls
-from leapp.trace.recording import Recording
+from leapp.trace.arrays import crossing
+from leapp.trace.pipeline.recording import Recording
+from leapp.trace.segments import warp_calls
 
 logger = logging.getLogger(__name__)
 

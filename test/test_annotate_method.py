@@ -11,7 +11,7 @@ from conftest import assert_matches_eager
 
 import leapp
 from leapp import annotate
-from leapp.trace.tensor import TracedTensor
+from leapp.trace.tensors.tensor import TracedTensor
 
 W = torch.randn(6, 4)
 U = torch.randn(4, 4)

@@ -1,5 +1,6 @@
 """The layouts of ``leapp/`` and ``leapp_ros/`` follow the data flow: packages import only the
-packages below them, and ``leapp`` never imports ``leapp_ros``.
+packages below them, and ``leapp`` never imports ``leapp_ros``. Inside ``leapp/trace`` the same
+holds for its sub-packages: torch tracing at the bottom, the pipeline's recording at the top.
 
 Read from the source with ``ast`` (every import statement, also those inside functions and
 under ``TYPE_CHECKING``), so a lazy import cannot hide an upward dependency.
@@ -47,6 +48,16 @@ ROS_LAYERS = (
     ("leapp_ros.tools",),  # the leapp-ros command: generate, verify, inspect, run
     ("leapp_ros",),
 )
+# The same inside leapp.trace: a unit is one of its sub-packages or a module directly in it.
+TRACE_LAYERS = (
+    ("leapp.trace.location",),  # the user's file and line, for every message
+    ("leapp.trace.ports",),  # port names: nested containers flattened, annotate.method's
+    ("leapp.trace.payload",),  # what the annotations accept, as flat named ports
+    ("leapp.trace.tensors",),  # torch tracing: TracedTensor, one node run's fx graph
+    ("leapp.trace.arrays", "leapp.trace.scripts"),  # NumPy calls, TorchScript calls as torch's
+    ("leapp.trace.segments",),  # Warp calls as Warp segments (wp.from_numpy of traced arrays)
+    ("leapp.trace.pipeline",),  # one pipeline's recording: node runs, sources, states, buffers
+)
 API = {"leapp", "leapp.session", "leapp.annotate", "leapp.compilation"}
 MAX_LINES = 450
 
@@ -66,9 +77,11 @@ def _is_module(name: str) -> bool:
     return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
 
 
-def _unit(module: str) -> str:
-    """``leapp.trace.recorder`` -> ``leapp.trace``; ``leapp.errors`` -> itself; ``leapp``."""
-    return ".".join(module.split(".")[:2])
+def _unit(module: str, package: str = "leapp") -> str:
+    """The unit of ``package`` that ``module`` is in, its sub-package or its module:
+    ``leapp.trace.tensors.recorder`` -> ``leapp.trace``; ``leapp.errors`` -> itself; ``leapp``;
+    for ``package="leapp.trace"``, ``leapp.trace.tensors.recorder`` -> ``leapp.trace.tensors``."""
+    return ".".join(module.split(".")[: package.count(".") + 2])
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -87,16 +100,17 @@ def _imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def _edges(sources: list[Path]) -> dict[tuple[str, str], str]:
-    """``(importing unit, imported unit) -> where`` for the imports between units."""
+def _edges(sources: list[Path], package: str = "leapp") -> dict[tuple[str, str], str]:
+    """``(importing unit, imported unit) -> where`` for the imports between units of
+    ``package``."""
     return {
         (
-            _unit(_module_name(path)),
-            _unit(target),
+            _unit(_module_name(path), package),
+            _unit(target, package),
         ): f"{path.relative_to(path_root(path).parent)}:{line}"
         for path in sources
         for line, target in _imports(path)
-        if _unit(_module_name(path)) != _unit(target)
+        if _unit(_module_name(path), package) != _unit(target, package)
     }
 
 
@@ -136,8 +150,15 @@ def _upward(edges: dict[tuple[str, str], str], layers: tuple[tuple[str, ...], ..
 
 SOURCES = sorted(ROOT.rglob("*.py"))
 ROS_SOURCES = sorted(ROS_ROOT.rglob("*.py"))
-EDGES = _edges(SOURCES)
-ROS_EDGES = _edges(ROS_SOURCES)
+TRACE = ROOT / "trace"  # its own __init__ (a docstring) is no unit of it
+TRACE_SOURCES = [p for p in SOURCES if p.is_relative_to(TRACE) and p != TRACE / "__init__.py"]
+# Each layout: its sources and their layers; its name is the package whose units they are.
+TREES = {
+    "leapp": (SOURCES, LAYERS),
+    "leapp_ros": (ROS_SOURCES, ROS_LAYERS),
+    "leapp.trace": (TRACE_SOURCES, TRACE_LAYERS),
+}
+EDGES = {tree: _edges(sources, tree) for tree, (sources, _) in TREES.items()}
 
 
 def test_no_module_uses_relative_imports():
@@ -159,29 +180,28 @@ def test_numpy_inside_leapp_numpy_is_numpy():
     assert functions.np is operands.np is ufuncs.np is numpy
 
 
-def test_every_unit_has_a_layer():
-    units = {_unit(_module_name(path)) for path in SOURCES}
-    assert units == {unit for layer in LAYERS for unit in layer}
-    ros_units = {_unit(_module_name(path)) for path in ROS_SOURCES}
-    assert ros_units == {unit for layer in ROS_LAYERS for unit in layer}
+@pytest.mark.parametrize("tree", TREES)
+def test_every_unit_has_a_layer(tree):
+    sources, layers = TREES[tree]
+    units = {_unit(_module_name(path), tree) for path in sources}
+    assert units == {unit for layer in layers for unit in layer}
 
 
-@pytest.mark.parametrize("library", ["leapp", "leapp_ros"])
-def test_package_imports_form_no_cycle(library):
-    cycle = _cycle(EDGES if library == "leapp" else ROS_EDGES)
-    assert cycle is None, f"import cycle between {library} packages: {cycle}"
+@pytest.mark.parametrize("tree", TREES)
+def test_package_imports_form_no_cycle(tree):
+    cycle = _cycle(EDGES[tree])
+    assert cycle is None, f"import cycle between {tree} packages: {cycle}"
 
 
-@pytest.mark.parametrize("library", ["leapp", "leapp_ros"])
-def test_packages_import_only_packages_below_them(library):
-    edges, layers = (EDGES, LAYERS) if library == "leapp" else (ROS_EDGES, ROS_LAYERS)
-    assert _upward(edges, layers) == []
+@pytest.mark.parametrize("tree", TREES)
+def test_packages_import_only_packages_below_them(tree):
+    assert _upward(EDGES[tree], TREES[tree][1]) == []
 
 
 def test_leapp_never_imports_leapp_ros():
     reaching = [
         f"{where} imports {target}"
-        for (_, target), where in sorted(EDGES.items())
+        for (_, target), where in sorted(EDGES["leapp"].items())
         if target.split(".")[0] == "leapp_ros"
     ]
     assert reaching == []
@@ -203,7 +223,7 @@ def test_packages_below_the_api_never_import_it():
     # The recorder, the graphs, export, spec and run know nothing of leapp.start/annotate.
     reaching_up = [
         f"{source} imports {target} at {where}"
-        for (source, target), where in sorted(EDGES.items())
+        for (source, target), where in sorted(EDGES["leapp"].items())
         if source not in API and target in API
     ]
     assert reaching_up == []

@@ -12,7 +12,7 @@ import torch
 import leapp
 from leapp import annotate
 from leapp.errors import GraphError, SessionError, TraceError
-from leapp.trace import crossing
+from leapp.trace.arrays import crossing
 
 torch.manual_seed(11)
 LAYER = torch.nn.Linear(3, 3).eval()

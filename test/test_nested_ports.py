@@ -17,7 +17,7 @@ import torch
 import leapp
 from leapp import annotate
 from leapp.errors import GraphError, PortNameError, PortTypeError, TraceError
-from leapp.trace.array import TracedArray
+from leapp.trace.arrays.array import TracedArray
 
 HERE = Path(__file__).name
 

@@ -16,8 +16,8 @@ from conftest import FRESH_SAMPLES, export_function
 import leapp
 from leapp import annotate
 from leapp.errors import TraceError
-from leapp.trace.array import TracedArray
-from leapp.trace.tensor import TracedTensor
+from leapp.trace.arrays.array import TracedArray
+from leapp.trace.tensors.tensor import TracedTensor
 
 HERE = re.escape(Path(__file__).name)
 RNG = np.random.default_rng(0)

@@ -1,5 +1,5 @@
 """Published outputs handed between nodes: identity-like calls keep the edge, real computations
-outside any node are refused when handed to a node (leapp.trace.handover)."""
+outside any node are refused when handed to a node (leapp.trace.tensors.handover)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 import leapp
 from leapp import annotate
 from leapp.errors import TraceError
-from leapp.trace.tensor import TracedTensor
+from leapp.trace.tensors.tensor import TracedTensor
 
 torch.manual_seed(5)
 LAYER = torch.nn.Linear(3, 2).eval()

@@ -17,7 +17,7 @@ import leapp
 from leapp import annotate
 from leapp import session as session_module
 from leapp.errors import SessionError, TraceError
-from leapp.trace import warp_calls, warp_op
+from leapp.trace.segments import warp_calls, warp_op
 
 THIS_FILE = r"test_warp_trace\.py:\d+"
 

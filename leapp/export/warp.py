@@ -1,12 +1,12 @@
 """The Warp archive of a node: its Warp segments captured with APIC, next to its artifact.
 
 A node whose graph holds Warp segments (``torch.ops.leapp.warp_segment`` calls, see
-:mod:`leapp.trace.warp_op`) exports to ``jit`` or ``pt2`` as any other node, plus one file
+:mod:`leapp.trace.segments.warp_op`) exports to ``jit`` or ``pt2`` as any other node, plus one file
 ``<node>.warp`` in the export folder: a zip archive with, for each segment,
 
 - ``segment<i>.wrp``: the segment's calls recorded with Warp's APIC capture
-  (``wp.capture_begin(device, apic=True)`` ... ``wp.capture_save``), replayed on fresh arrays
-  from the trace-time record (:class:`~leapp.trace.warp_segment.Replay`); its inputs are named
+  (``wp.capture_begin(device, apic=True)`` ... ``wp.capture_save``), replayed on fresh arrays from
+  the trace-time record (:class:`~leapp.trace.segments.warp_segment.Replay`); its inputs are named
   ``in<i>`` and its outputs ``out<i>``;
 - ``segment<i>_modules/``: the compiled Warp modules it launches (CPU objects or CUDA
   binaries), so that loading needs no compiler;
@@ -38,8 +38,8 @@ from typing import Any
 import torch.fx
 
 from leapp.errors import ExportError
-from leapp.trace import warp_op
-from leapp.trace.warp_segment import Replay, SegmentRecord
+from leapp.trace.segments import warp_op
+from leapp.trace.segments.warp_segment import Replay, SegmentRecord
 
 __all__ = ["ARCHIVE_FORMAT", "WarpArchive", "export_segments", "segment_nodes"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from leapp.errors import GraphError
-from leapp.trace.recording import Recording
+from leapp.trace.pipeline.recording import Recording
 
 __all__ = ["Feed", "classify_inputs"]
 

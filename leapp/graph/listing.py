@@ -7,7 +7,7 @@ from typing import Any
 
 import torch.fx as fx
 
-from leapp.trace.operation import qualified_name
+from leapp.trace.tensors.operation import qualified_name
 
 __all__ = ["format_graph"]
 

@@ -4,7 +4,7 @@
 - :mod:`leapp.numpy.functions`: ``__array_function__`` calls (``np.sum``, ``np.concatenate``...);
 - :mod:`leapp.numpy.ufuncs`: ufuncs, operators and ufunc methods.
 
-The table knows nothing of tracing: the recorder (:mod:`leapp.trace.numpy_recorder`) runs each
-entry on torch views of traced arrays and checks its result against NumPy's. Modules here
+The table knows nothing of tracing: the recorder (:mod:`leapp.trace.arrays.numpy_recorder`) runs
+each entry on torch views of traced arrays and checks its result against NumPy's. Modules here
 import NumPy itself with ``import numpy as np`` (absolute imports only).
 """

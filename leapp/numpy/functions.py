@@ -1,18 +1,18 @@
 """The function half of the NumPy -> torch table: ``__array_function__`` calls.
 
-Each entry of :data:`FUNCTIONS` is a small function with NumPy's signature that computes the
-same result with torch operations (``np.sum``, ``np.concatenate``, ``np.einsum``...). It
-receives the call's arguments as torch values (the TracedTensors of traced arrays, constant
-tensors for plain arrays, Python scalars as they are) and its torch calls are recorded into the
-node's graph. :mod:`leapp.trace.numpy_recorder` checks every result against NumPy's (dtype and
-values), so an entry only has to get the semantics right, not the bookkeeping.
+Each entry of :data:`FUNCTIONS` is a small function with NumPy's signature that computes the same
+result with torch operations (``np.sum``, ``np.concatenate``, ``np.einsum``...). It receives the
+call's arguments as torch values (the TracedTensors of traced arrays, constant tensors for plain
+arrays, Python scalars as they are) and its torch calls are recorded into the node's graph.
+:mod:`leapp.trace.arrays.numpy_recorder` checks every result against NumPy's (dtype and values), so
+an entry only has to get the semantics right, not the bookkeeping.
 
 The other parts of the table are :data:`leapp.numpy.ufuncs.UFUNCS` (ufuncs, operators,
-``ufunc.reduce``) and :mod:`leapp.trace.indexing` (indexing and item assignment); all of them
-use the helpers of :mod:`leapp.numpy.operands` (:func:`~leapp.numpy.operands.tensor_of`,
-:func:`~leapp.numpy.operands.promote`, :func:`~leapp.numpy.operands.operand`...).
-:data:`METADATA` functions read only structure and run unrecorded; :data:`PYTHON_VALUES`
-functions turn traced data into one Python value and are refused like ``bool()``.
+``ufunc.reduce``) and :mod:`leapp.trace.arrays.indexing` (indexing and item assignment); all of
+them use the helpers of :mod:`leapp.numpy.operands` (:func:`~leapp.numpy.operands.tensor_of`,
+:func:`~leapp.numpy.operands.promote`, :func:`~leapp.numpy.operands.operand`...). :data:`METADATA`
+functions read only structure and run unrecorded; :data:`PYTHON_VALUES` functions turn traced data
+into one Python value and are refused like ``bool()``.
 
 A NumPy call missing here raises a TraceError naming it; add an entry to support it.
 """

@@ -1,7 +1,7 @@
 """NumPy values as torch operands: dtypes, constant tensors, casts and NumPy's promotion.
 
 The helpers every part of the NumPy -> torch table shares (:mod:`leapp.numpy.functions`,
-:mod:`leapp.numpy.ufuncs`) and that the recorder of traced arrays (:mod:`leapp.trace.array`)
+:mod:`leapp.numpy.ufuncs`) and that the recorder of traced arrays (:mod:`leapp.trace.arrays.array`)
 uses to view arrays as tensors. An entry of the table receives its arguments as torch values and
 calls :func:`tensor_of`, :func:`promote` and :func:`operand` to compute with NumPy's dtypes.
 """

@@ -27,7 +27,7 @@ import torch
 
 from leapp.errors import PipelineError
 from leapp.spec import ModelSpec, Spec
-from leapp.trace import warp_op
+from leapp.trace.segments import warp_op
 
 __all__ = ["SegmentRunner", "load_archive"]
 

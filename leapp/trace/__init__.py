@@ -1,27 +1,40 @@
-"""The recorder: user code runs eagerly while every torch and NumPy call is recorded.
+"""The recorder: user code runs eagerly while every torch, NumPy and Warp call is recorded.
 
-- :mod:`leapp.trace.recording`: :class:`~leapp.trace.recording.Recording`, one pipeline's
-  recording (node runs in order, their ports, which output fed which input);
-- :mod:`leapp.trace.recorder`: :class:`~leapp.trace.recorder.NodeTrace`, one node run's
-  ``torch.fx`` graph, and :func:`~leapp.trace.recorder.dispatch`, which records torch calls;
-- :mod:`leapp.trace.tensor`: :class:`~leapp.trace.tensor.TracedTensor`, the traced torch value;
-- :mod:`leapp.trace.operation`: what a torch call is, for the recorder;
-- :mod:`leapp.trace.array`: :class:`~leapp.trace.array.TracedArray`, the traced NumPy value;
-- :mod:`leapp.trace.numpy_recorder`: NumPy calls recorded as their torch equivalents (from the
-  table in :mod:`leapp.numpy`), :mod:`leapp.trace.indexing` for indexing and item assignment;
-- :mod:`leapp.trace.crossing`: ``torch.from_numpy`` / ``np.asarray`` keep the trace;
-- :mod:`leapp.trace.script_calls`: TorchScript modules and functions called on traced values,
-  recorded as the ATen operations they run (tensors they write become states), replayed by
-  :mod:`leapp.trace.script_replay`;
-- :mod:`leapp.trace.sources`: where each declared input comes from (an edge, outside, the node
-  itself) and what it may not be; :mod:`leapp.trace.handover`: published outputs between nodes
-  (identity-like calls keep the edge) and ``annotate.mirror_leapp_tags``;
-- :mod:`leapp.trace.states`: the rules for ``state_tensors`` / ``update_state``;
-  :mod:`leapp.trace.buffers`: ``annotate.register_buffer`` and ``annotate.module``'s buffers;
-- :mod:`leapp.trace.payload`: what the annotations accept (dicts, nested containers,
-  ``TensorSemantics``) as flat named ports; :mod:`leapp.trace.ports`: the port names (nested
-  containers flattened by path, ``annotate.method``'s parameters and returns);
-- :mod:`leapp.trace.location`: the user's file and line, for error messages.
+Sub-packages, bottom to top; each imports only those below it (``test/test_layout.py``):
+
+- :mod:`leapp.trace.tensors`: torch tracing.
+  :class:`~leapp.trace.tensors.tensor.TracedTensor`, the traced torch value;
+  :class:`~leapp.trace.tensors.recorder.NodeTrace`, one node run's ``torch.fx`` graph, and
+  :func:`~leapp.trace.tensors.recorder.dispatch`, which records torch calls;
+  :mod:`~leapp.trace.tensors.operation`, what a torch call is; torch values between nodes
+  (:mod:`~leapp.trace.tensors.handover`); :mod:`~leapp.trace.tensors.extensions`, what the
+  recorder hands to the tracers above it, which register there when imported;
+- :mod:`leapp.trace.arrays`: NumPy tracing.
+  :class:`~leapp.trace.arrays.array.TracedArray`, the traced NumPy value; NumPy calls recorded
+  as their torch equivalents (:mod:`~leapp.trace.arrays.numpy_recorder`, from the table in
+  :mod:`leapp.numpy`; :mod:`~leapp.trace.arrays.indexing` for indexing and item assignment);
+  ``torch.from_numpy`` / ``np.asarray`` keep the trace (:mod:`~leapp.trace.arrays.crossing`);
+  NumPy values between nodes and ``annotate.mirror_leapp_tags``
+  (:mod:`~leapp.trace.arrays.handover`);
+- :mod:`leapp.trace.scripts`: TorchScript modules and functions called on traced values,
+  recorded as the ATen operations they run (:mod:`~leapp.trace.scripts.script_calls`; tensors
+  they write become states), replayed by :mod:`~leapp.trace.scripts.script_replay`;
+- :mod:`leapp.trace.segments`: Warp calls in a node recorded as Warp segments
+  (:mod:`~leapp.trace.segments.warp_region`), from the patched Warp API
+  (:mod:`~leapp.trace.segments.warp_calls`, :mod:`~leapp.trace.segments.warp_launch`), each one
+  operator call in the graph (:mod:`~leapp.trace.segments.warp_op`) with its record
+  (:mod:`~leapp.trace.segments.warp_segment`);
+- :mod:`leapp.trace.pipeline`: :class:`~leapp.trace.pipeline.recording.Recording`, one
+  pipeline's recording (node runs in order, their ports, which output fed which input);
+  :mod:`~leapp.trace.pipeline.sources`, where each declared input comes from and what it may
+  not be; :mod:`~leapp.trace.pipeline.states`, the rules for ``state_tensors`` /
+  ``update_state``; :mod:`~leapp.trace.pipeline.buffers`, ``annotate.register_buffer`` and
+  ``annotate.module``'s buffers.
+
+Modules beside them, used by all: :mod:`leapp.trace.location`, the user's file and line, for
+error messages; for the annotations, :mod:`leapp.trace.payload`, what they accept (dicts, nested
+containers, ``TensorSemantics``) as flat named ports, and :mod:`leapp.trace.ports`, the port
+names (nested containers flattened by path, ``annotate.method``'s parameters and returns).
 
 Nothing here imports the API layer (:mod:`leapp.session`, :mod:`leapp.annotate`, ``leapp``).
 """

@@ -18,7 +18,7 @@ import torch
 from leapp.errors import GraphError
 
 if TYPE_CHECKING:
-    from leapp.trace.recorder import NodeTrace
+    from leapp.trace.tensors.recorder import NodeTrace
 
 __all__ = ["check_update", "pass_through"]
 

@@ -12,18 +12,18 @@ node's ``torch.fx`` graph, so every exported artifact is a torch graph::
 Interception uses NumPy's documented protocols: ``__array_ufunc__`` (ufuncs and operators),
 ``__array_function__`` (``np.concatenate``, ``np.sum``...), plus the ndarray methods, indexing
 and item assignment defined here. The recording itself lives in
-:mod:`leapp.trace.numpy_recorder`.
+:mod:`leapp.trace.arrays.numpy_recorder`.
 
 Crossing to torch keeps the trace: ``torch.from_numpy(a)`` / ``torch.as_tensor(a)`` return a
-:class:`~leapp.trace.tensor.TracedTensor` on the same graph node (see
-:mod:`leapp.trace.crossing`), and ``tensor.numpy()`` / ``np.asarray(tensor)`` return a
+:class:`~leapp.trace.tensors.tensor.TracedTensor` on the same graph node (see
+:mod:`leapp.trace.arrays.crossing`), and ``tensor.numpy()`` / ``np.asarray(tensor)`` return a
 TracedArray.
 
 What cannot be seen: NumPy writing a traced array into a *plain* array (``buf = np.zeros(9);
 buf[:6] = state``) copies the values without any hook, so ``buf`` would be a frozen constant.
 Register the buffer (``buf = annotate.register_buffer(node, {"buf": buf})``, see
-:mod:`leapp.trace.buffers`) and write into the array it returns, create it from traced values
-(``np.zeros_like(...)``), or use ``np.concatenate``.
+:mod:`leapp.trace.pipeline.buffers`) and write into the array it returns, create it from traced
+values (``np.zeros_like(...)``), or use ``np.concatenate``.
 """
 
 from __future__ import annotations
@@ -36,12 +36,13 @@ import numpy as np
 import torch
 
 from leapp.numpy.operands import constant_tensor, shared_tensor
-from leapp.trace.tensor import TracedTensor, wrap
+from leapp.trace.tensors.extensions import EXTENSIONS
+from leapp.trace.tensors.tensor import TracedTensor, wrap
 
 if TYPE_CHECKING:
     from torch.fx import Node
 
-    from leapp.trace.recorder import NodeTrace
+    from leapp.trace.tensors.recorder import NodeTrace
 
 __all__ = [
     "TracedArray",
@@ -55,7 +56,7 @@ __all__ = [
 
 
 def _trace_module():
-    from leapp.trace import numpy_recorder
+    from leapp.trace.arrays import numpy_recorder
 
     return numpy_recorder
 
@@ -63,7 +64,7 @@ def _trace_module():
 class TracedArray(np.ndarray):
     """An array owned by one run of one pipeline node.
 
-    ``_leapp_trace`` is the :class:`~leapp.trace.recorder.NodeTrace` recording it and
+    ``_leapp_trace`` is the :class:`~leapp.trace.tensors.recorder.NodeTrace` recording it and
     ``_leapp_node`` the fx node that computes its current value. An array NumPy derived from a
     traced one without leapp seeing it (an ndarray method outside leapp's table) has
     ``_leapp_node`` None: using it inside the node raises instead of exporting a wrong graph.
@@ -74,7 +75,7 @@ class TracedArray(np.ndarray):
     _leapp_twin: TracedTensor | None = None  # the torch view of this array on the same node
     _leapp_twin_shared: bool = False  # whether the twin shares this array's memory
     _leapp_stale: str | None = None  # where a write made this array's graph value outdated
-    _leapp_derived: str | None = None  # computed outside any node (leapp.trace.handover)
+    _leapp_derived: str | None = None  # computed outside any node (leapp.trace.tensors.handover)
 
     def __array_finalize__(self, obj: Any) -> None:
         self._leapp_trace = getattr(obj, "_leapp_trace", None)
@@ -323,3 +324,8 @@ def port_tensor(value: Any) -> Any:
 def port_tensors(values: Mapping[str, Any]) -> dict[str, Any]:
     """``values`` with every array turned into the torch value that stands for it."""
     return {name: port_tensor(value) for name, value in values.items()}
+
+
+# The torch recorder hands this package NumPy arrays in torch calls, and ``tensor.numpy()``.
+EXTENSIONS.array_to_tensor = port_tensor
+EXTENSIONS.tensor_to_array = array_from_tensor

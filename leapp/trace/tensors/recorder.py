@@ -3,9 +3,11 @@
 One :class:`NodeTrace` is one run of one pipeline node: it opens at ``annotate.input_tensors``
 and closes at ``annotate.output_tensors``. :func:`dispatch` is what ``TracedTensor`` hands every
 torch call to: it runs the call eagerly and records it, under its own torch name, into the trace
-that owns the traced arguments. Each trace belongs to a :class:`~leapp.trace.recording.Recording`,
-which says whether it is still recording and whether Python values may be frozen
-(:class:`FrozenValueWarning`).
+that owns the traced arguments (:func:`owning_trace`: values of two open nodes in one call are
+refused). Each trace belongs to a :class:`~leapp.trace.pipeline.recording.Recording`, which says
+whether it is still recording and whether Python values may be frozen
+(:class:`FrozenValueWarning`). NumPy arrays, TorchScript calls and Warp segments are handed to
+the tracers above this package through :mod:`leapp.trace.tensors.extensions`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import logging
 import operator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -21,20 +23,27 @@ import torch.fx as fx
 from torch.utils import _pytree as pytree
 
 from leapp.errors import TraceError
-from leapp.trace import script_calls, warp_region
 from leapp.trace.location import user_location
-from leapp.trace.operation import NUMBER_HINT, Operation, describe
-from leapp.trace.tensor import TracedTensor, adopt, plain_again, trace_of, wrap
-
-if TYPE_CHECKING:
-    from leapp.trace.recording import Recording
+from leapp.trace.tensors.extensions import EXTENSIONS
+from leapp.trace.tensors.handover import outside_nodes
+from leapp.trace.tensors.operation import (
+    NUMBER_HINT,
+    Operation,
+    describe,
+    is_script_call,
+    script_name,
+)
+from leapp.trace.tensors.tensor import TracedTensor, adopt, plain_again, trace_of, wrap
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "VALUES_OF_TWO_NODES",
     "FrozenValueWarning",
     "NodeTrace",
     "PortSource",
+    "RecordingFlags",
+    "Refusals",
     "dispatch",
     "owning_trace",
     "python_value_of",
@@ -58,10 +67,19 @@ class PortSource:
         return f"{self.node}/{self.port}"
 
 
+class RecordingFlags(Protocol):
+    """What a node run asks of the recording it belongs to (a
+    :class:`~leapp.trace.pipeline.recording.Recording`)."""
+
+    active: bool  # still recording (until leapp.stop)
+    freeze_python_values: bool  # .item() and friends freeze values instead of raising
+    numpy_crossing: bool  # tensor.numpy() and np.asarray(tensor) keep the trace
+
+
 class NodeTrace:
     """The recording of one run of one pipeline node."""
 
-    def __init__(self, recording: Recording, node: str, run: int, location: str):
+    def __init__(self, recording: RecordingFlags, node: str, run: int, location: str):
         self.recording = recording
         self.node = node
         self.run = run
@@ -85,27 +103,21 @@ class NodeTrace:
         self.output_semantics: dict[str, dict[str, Any]] = {}
         self._constants: dict[tuple[int, int], tuple[torch.Tensor, fx.Node]] = {}
         self._adopted: list[torch.Tensor] = []
-        # leapp.trace.buffers: annotate.register_buffer's buffers (name -> traced value),
+        # leapp.trace.pipeline.buffers: annotate.register_buffer's buffers (name -> traced value),
         # annotate.module's tracked buffers, external inputs' memory (the alias check), and
         # what to undo when the run is released (module buffers handed back)
         self.registered: dict[str, Any] = {}
         self.tracked_buffers: list[Any] = []
         self.external_inputs: dict[str, Any] = {}
         self.releases: list[Any] = []
-        # leapp.trace.script_calls: module tensors TorchScript code wrote, states (port -> state)
+        # leapp.trace.scripts.script_calls: module tensors TorchScript code wrote, states
+        # (port -> state)
         self.script_states: dict[str, Any] = {}
 
     # ----------------------------------------------------------------- inputs and constants
     def add_input(self, name: str, value: torch.Tensor, source: PortSource | None) -> TracedTensor:
-        """Declare input port ``name`` and return the traced value that stands for it.
-
-        An ``np.ndarray`` comes back as a :class:`~leapp.trace.array.TracedArray` sharing its
-        memory.
-        """
-        if isinstance(value, np.ndarray):
-            from leapp.trace.array import traced_input
-
-            return traced_input(self, name, value, source)
+        """Declare input port ``name`` and return the traced value that stands for it (an
+        ``np.ndarray`` is declared by :func:`leapp.trace.arrays.array.traced_input`)."""
         first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
         if first is None:
             placeholder = self.graph.placeholder(name)
@@ -121,9 +133,10 @@ class NodeTrace:
 
     def constant(self, value: torch.Tensor) -> fx.Node:
         """The get_attr node that freezes ``value`` (a tensor that was never traced)."""
-        written = warp_region.aliased_value(self, value)  # a view of a Warp array it wrote
-        if written is not None:
-            return written
+        if EXTENSIONS.written_value is not None:  # a view of a Warp array the node wrote
+            written = EXTENSIONS.written_value(self, value)
+            if written is not None:
+                return written
         key = (id(value), value._version)
         if key in self._constants:
             return self._constants[key][1]
@@ -231,32 +244,26 @@ class NodeTrace:
 def dispatch(func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
     """Run one torch call eagerly and record it into the open node that owns its arguments."""
     leaves = pytree.tree_leaves((args, kwargs))
-    if any(isinstance(leaf, np.ndarray) for leaf in leaves):
-        from leapp.trace.array import (
-            port_tensor,
-        )  # NumPy arrays in a torch call: traced or constants
-
-        args, kwargs = pytree.tree_map_only(np.ndarray, port_tensor, (args, kwargs))
+    to_tensor = EXTENSIONS.array_to_tensor  # NumPy arrays in a torch call: traced or constants
+    if to_tensor is not None and any(isinstance(leaf, np.ndarray) for leaf in leaves):
+        args, kwargs = pytree.tree_map_only(np.ndarray, to_tensor, (args, kwargs))
         leaves = pytree.tree_leaves((args, kwargs))
     traces = {id(t): t for t in map(trace_of, leaves) if t}
-    trace = _owning_trace(func, list(traces.values()))
-    if trace is not None and script_calls.is_script_call(func):
-        return script_calls.call(trace, func, args, kwargs)  # inlined as its ATen operations
+    trace = owning_trace(func, list(traces.values()))
+    script_call = EXTENSIONS.script_call
+    if trace is not None and script_call is not None and is_script_call(func):
+        return script_call(trace, func, args, kwargs)  # inlined as its ATen operations
     op = describe(func, args, kwargs)
     if trace is not None and not trace.recording.numpy_crossing and _reads_into_numpy(func):
         with torch._C.DisableTorchFunctionSubclass():
             return func(*args, **kwargs)  # leapp.start(global_patching=False): plain NumPy
-    if op.kind == "to_numpy":
-        from leapp.trace.array import array_from_tensor
-
-        return array_from_tensor(func, args, kwargs)
-    if trace is None and op.kind != "metadata":
+    if op.kind == "to_numpy" and EXTENSIONS.tensor_to_array is not None:
+        return EXTENSIONS.tensor_to_array(func, args, kwargs)
+    if trace is None and op.kind not in ("metadata", "to_numpy"):
         closed = [t for t in traces.values() if t.recording.active]
         if closed:  # published outputs between nodes
-            from leapp.trace.handover import outside_nodes
-
             return outside_nodes(func, op, args, kwargs, closed[0])
-    if trace is None or op.kind == "metadata":
+    if trace is None or op.kind in ("metadata", "to_numpy"):
         with torch._C.DisableTorchFunctionSubclass():
             return func(*args, **kwargs)
     if op.kind == "python_value":
@@ -279,37 +286,64 @@ def dispatch(func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
     return trace.wrap_result(result, node, args)
 
 
-def owning_trace(what: str, traces: list[NodeTrace]) -> NodeTrace | None:
-    """The single open trace among ``traces`` (the owners of the values ``what`` uses)."""
-    return _owning_trace(what, traces)
+@dataclass(frozen=True)
+class Refusals:
+    """The messages refusing a call on values of two node runs: ``two_open`` when both runs are
+    open, ``closed_inside`` when a closed run's value is used inside an open one. Fields:
+    ``{what}`` (the call), ``{where}`` (the user's line), ``{a}``, ``{b}`` (the two nodes)."""
+
+    two_open: str
+    closed_inside: str
 
 
-def _owning_trace(func: Any, traces: list[NodeTrace]) -> NodeTrace | None:
-    """The single open trace among ``traces``; None when nothing is being recorded."""
+VALUES_OF_TWO_NODES = Refusals(
+    two_open=(
+        "{what} at {where} mixes values of the open nodes {a!r} and {b!r}. Values cross nodes "
+        "only as published outputs: close {a!r} with annotate.output_tensors and pass the "
+        "value to annotate.input_tensors({b!r}, ...)."
+    ),
+    closed_inside=(
+        "{what} at {where} uses a value of node {a!r} (already closed) inside node {b!r} "
+        "without declaring it: pass it through annotate.input_tensors({b!r}, {{...}}) so the "
+        "edge is recorded (a buffer the node writes into on every run: "
+        "annotate.register_buffer({b!r}, {{...}}) on every run)."
+    ),
+)
+
+
+def owning_trace(
+    what: Any,
+    traces: list[NodeTrace],
+    refusals: Refusals = VALUES_OF_TWO_NODES,
+    *,
+    also_open: NodeTrace | None = None,
+) -> NodeTrace | None:
+    """The single open trace among ``traces`` (the owners of the values call ``what`` uses,
+    and ``also_open`` when given: the node of an ``annotate.warp_op`` block); None when nothing
+    is being recorded. Values of two open runs, or of a closed run inside an open one, are
+    refused with the messages of ``refusals``."""
     live = [t for t in traces if t.recording.active]
-    if not live:
-        return None
     open_traces = [t for t in live if not t.closed]
+    if also_open is not None and not any(t is also_open for t in open_traces):
+        open_traces.append(also_open)
     closed = [t for t in live if t.closed]
-    name = func if isinstance(func, str) else getattr(func, "__name__", repr(func))
-    if script_calls.is_script_call(func):
-        name = f"TorchScript {script_calls.script_name(func)}"
     if len(open_traces) > 1:
         a, b = open_traces[0].node, open_traces[1].node
-        raise TraceError(
-            f"{name} at {user_location()} mixes values of the open nodes {a!r} and {b!r}. "
-            f"Values cross nodes only as published outputs: close {a!r} with "
-            f"annotate.output_tensors and pass the value to annotate.input_tensors({b!r}, ...)."
-        )
-    if open_traces and closed:
+        message = refusals.two_open
+    elif open_traces and closed:
         a, b = closed[0].node, open_traces[0].node
-        raise TraceError(
-            f"{name} at {user_location()} uses a value of node {a!r} (already closed) inside "
-            f"node {b!r} without declaring it: pass it through annotate.input_tensors({b!r}, "
-            "{...}) so the edge is recorded (a buffer the node writes into on every run: "
-            f"annotate.register_buffer({b!r}, {{...}}) on every run)."
-        )
-    return open_traces[0] if open_traces else None
+        message = refusals.closed_inside
+    else:
+        return open_traces[0] if open_traces else None
+    raise TraceError(message.format(what=_call_name(what), where=user_location(), a=a, b=b))
+
+
+def _call_name(func: Any) -> str:
+    if isinstance(func, str):
+        return func
+    if is_script_call(func):
+        return f"TorchScript {script_name(func)}"
+    return getattr(func, "__name__", repr(func))
 
 
 def _reads_into_numpy(func: Any) -> bool:

@@ -3,7 +3,7 @@
 A :class:`TracedTensor` shares storage with the tensor handed to ``annotate.input_tensors`` (same
 ``data_ptr()``). Every torch operation on it runs eagerly, exactly as on a plain tensor, and is
 also recorded into the ``torch.fx`` graph of the pipeline node that owns it. The recording itself
-lives in :mod:`leapp.trace.recorder`; this module only hooks the documented
+lives in :mod:`leapp.trace.tensors.recorder`; this module only hooks the documented
 ``__torch_function__`` protocol.
 """
 
@@ -16,7 +16,7 @@ import torch
 if TYPE_CHECKING:
     from torch.fx import Node
 
-    from leapp.trace.recorder import NodeTrace
+    from leapp.trace.tensors.recorder import NodeTrace
 
 __all__ = ["TracedTensor", "plain_again", "trace_of", "wrap"]
 
@@ -24,8 +24,8 @@ __all__ = ["TracedTensor", "plain_again", "trace_of", "wrap"]
 class TracedTensor(torch.Tensor):
     """A tensor owned by one run of one pipeline node.
 
-    ``_leapp_trace`` is the :class:`~leapp.trace.recorder.NodeTrace` that records operations on
-    it and ``_leapp_node`` the ``torch.fx`` node that produced its current value.
+    ``_leapp_trace`` is the :class:`~leapp.trace.tensors.recorder.NodeTrace` that records
+    operations on it and ``_leapp_node`` the ``torch.fx`` node that produced its current value.
     """
 
     _leapp_trace: NodeTrace | None
@@ -33,7 +33,7 @@ class TracedTensor(torch.Tensor):
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        from leapp.trace.recorder import dispatch
+        from leapp.trace.tensors.recorder import dispatch
 
         return dispatch(func, types, args, kwargs or {})
 

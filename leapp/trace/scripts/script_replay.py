@@ -1,11 +1,11 @@
 """Replaying a TorchScript call's ATen graph on traced values, with its writes made pure.
 
-:func:`replay` walks the graph that :mod:`leapp.trace.script_calls` got from its dry run and
-calls each operation on the traced values: the recorder records it and it runs eagerly. Writes
-into a tensor the script did not receive as an argument (a module buffer, a local it filled)
-are recorded as the pure computation of that tensor's next value, so the node's graph stays
-free of in-place operations and every backend exports it whole (an ``aten.lstm`` stays one
-operation for ONNX):
+:func:`replay` walks the graph that :mod:`leapp.trace.scripts.script_calls` got from its dry run
+and calls each operation on the traced values: the recorder records it and it runs eagerly. Writes
+into a tensor the script did not receive as an argument (a module buffer, a local it filled) are
+recorded as the pure computation of that tensor's next value, so the node's graph stays free of
+in-place operations and every backend exports it whole (an ``aten.lstm`` stays one operation for
+ONNX):
 
 - ``root`` is the tensor written into; the written view is ``root`` seen through a chain of
   view operations (``self.hidden_state[:]`` is ``aten.slice`` of the buffer);
@@ -32,7 +32,7 @@ import torch.fx as fx
 from leapp.errors import TraceError
 
 if TYPE_CHECKING:
-    from leapp.trace.recorder import NodeTrace
+    from leapp.trace.tensors.recorder import NodeTrace
 
 __all__ = ["replay"]
 

@@ -10,6 +10,9 @@
 - shape and dtype queries are metadata: run, never recorded;
 - ``bool()``, ``.item()``, ``.tolist()``... turn traced data into Python values and are refused;
 - ``tensor.numpy()`` crosses to NumPy (``to_numpy``): a TracedArray on the same graph node.
+
+A TorchScript method (:func:`is_script_call`) reaches the recorder as one opaque callable; it is
+recorded as the ATen operations it runs (:mod:`leapp.trace.scripts`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["NUMBER_HINT", "Operation", "describe", "qualified_name"]
+__all__ = [
+    "NUMBER_HINT",
+    "Operation",
+    "describe",
+    "is_script_call",
+    "qualified_name",
+    "script_name",
+]
 
 
 @dataclass(frozen=True)
@@ -203,3 +213,16 @@ def qualified_name(func: Any) -> str:
     if getattr(operator, name, None) is func:
         return f"operator.{name}"
     return f"{getattr(func, '__module__', None) or '?'}.{name}"
+
+
+def is_script_call(func: Any) -> bool:
+    """Whether ``func`` (handed to ``__torch_function__``) is a TorchScript method."""
+    return isinstance(func, torch._C.ScriptMethod)
+
+
+def script_name(func: Any) -> str:
+    """``module Actor (forward)`` or ``function squash``, for messages."""
+    owner = getattr(func, "owner", None)
+    if owner is not None:
+        return f"module {owner._type().name()} ({func.name})"
+    return f"function {getattr(func, 'name', None) or getattr(func, 'qualified_name', '?')}"

@@ -17,11 +17,11 @@ at all (:func:`activate` wraps ``ScriptFunction.__call__`` while a session recor
    holding the value before the call, fed back as the node's own output on the next tick, as
    ``annotate.state_tensors`` declares them; :func:`next_states` gives their next values when
    the node closes;
-3. the replay (:mod:`leapp.trace.script_replay`): each operation of the dry-run graph is called
-   on the traced values, so it runs eagerly and is recorded like any torch call; a write into
-   a module tensor is recorded as the pure computation of its next value, and the module gets
-   that value (in the same memory, or as a new tensor where the script reassigned it), as
-   eager PyTorch leaves it. Other module tensors are frozen as constants.
+3. the replay (:mod:`leapp.trace.scripts.script_replay`): each operation of the dry-run graph
+   is called on the traced values, so it runs eagerly and is recorded like any torch call; a
+   write into a module tensor is recorded as the pure computation of its next value, and the
+   module gets that value (in the same memory, or as a new tensor where the script reassigned
+   it), as eager PyTorch leaves it. Other module tensors are frozen as constants.
 
 What cannot be recorded is a :class:`~leapp.errors.TraceError` naming the node, the script and
 the user's line: control flow on tensor values inside the script, a changed non-tensor
@@ -45,21 +45,17 @@ from torch.utils import _pytree as pytree
 
 from leapp.errors import LeappError, TraceError
 from leapp.trace.location import user_location
-from leapp.trace.script_replay import replay
-from leapp.trace.tensor import TracedTensor, trace_of, wrap
+from leapp.trace.scripts.script_replay import replay
+from leapp.trace.tensors.extensions import EXTENSIONS
+from leapp.trace.tensors.handover import outside_nodes
+from leapp.trace.tensors.operation import Operation, script_name
+from leapp.trace.tensors.recorder import owning_trace
+from leapp.trace.tensors.tensor import TracedTensor, trace_of, wrap
 
 if TYPE_CHECKING:
-    from leapp.trace.recorder import NodeTrace
+    from leapp.trace.tensors.recorder import NodeTrace
 
-__all__ = [
-    "ScriptState",
-    "activate",
-    "call",
-    "deactivate",
-    "is_script_call",
-    "next_states",
-    "script_name",
-]
+__all__ = ["ScriptState", "activate", "call", "deactivate", "next_states"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,11 +72,6 @@ class ScriptState:
 
 
 # ------------------------------------------------------------------------------ entry points
-def is_script_call(func: Any) -> bool:
-    """Whether ``func`` (handed to ``__torch_function__``) is a TorchScript method."""
-    return isinstance(func, torch._C.ScriptMethod)
-
-
 def activate() -> None:
     """Wrap ``ScriptFunction.__call__`` so calls on traced values are recorded (idempotent)."""
     if _originals:
@@ -90,17 +81,12 @@ def activate() -> None:
 
     @functools.wraps(original)
     def recorded_call(self, *args, **kwargs):
-        from leapp.trace.recorder import owning_trace
-
         traces = {id(t): t for t in map(trace_of, pytree.tree_leaves((args, kwargs))) if t}
         trace = owning_trace(script_name(self), list(traces.values())) if traces else None
         if trace is not None:
             return call(trace, self, args, kwargs)
         closed = [t for t in traces.values() if t.recording.active]
         if closed:  # on published outputs between nodes: marked as computed outside nodes
-            from leapp.trace.handover import outside_nodes
-            from leapp.trace.operation import Operation
-
             op = Operation("call_function", self, f"TorchScript {script_name(self)}")
             run = functools.partial(original, self)
             return outside_nodes(run, op, args, kwargs, closed[0])
@@ -350,14 +336,6 @@ def _set(owner: Any, path: str, value: Any) -> None:
     (_get(owner, parent) if parent else owner).setattr(name, value)
 
 
-def script_name(func: Any) -> str:
-    """``module Actor (forward)`` or ``function squash``, for messages."""
-    owner = getattr(func, "owner", None)
-    if owner is not None:
-        return f"module {_type_name(owner)} ({func.name})"
-    return f"function {getattr(func, 'name', None) or getattr(func, 'qualified_name', '?')}"
-
-
 def _type_name(owner: Any) -> str:
     return owner._type().name()
 
@@ -366,3 +344,7 @@ def _port_name(path: str) -> str:
     """``encoder.hidden_state`` -> ``encoder_hidden_state``."""
     port = re.sub(r"[^A-Za-z0-9_]", "_", path.replace(".", "_")).lstrip("_")
     return port if port[:1].isalpha() else f"buffer_{port}"
+
+
+# The torch recorder hands this module the TorchScript methods called on a node's values.
+EXTENSIONS.script_call = call

@@ -17,7 +17,7 @@ an ``nn.Module`` (a GRU's hidden state kept as ``self.h``).
   its buffers back (plain tensors, current values) when the run ends, also on errors.
 
 Declaring a buffer as an input of the node that wrote into it is refused by
-:mod:`leapp.trace.sources`, which finds registered buffers in ``NodeTrace.registered``.
+:mod:`leapp.trace.pipeline.sources`, which finds registered buffers in ``NodeTrace.registered``.
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ import torch
 
 from leapp.errors import GraphError, TraceError
 from leapp.numpy.operands import shared_tensor
-from leapp.trace.array import is_live, wrap_array
+from leapp.trace.arrays.array import is_live, wrap_array
 from leapp.trace.location import user_location
-from leapp.trace.tensor import TracedTensor, wrap
+from leapp.trace.tensors.tensor import TracedTensor, wrap
 
 if TYPE_CHECKING:
     import torch.fx as fx
 
-    from leapp.trace.recorder import NodeTrace
+    from leapp.trace.tensors.recorder import NodeTrace
 
 __all__ = [
     "TrackedBuffer",

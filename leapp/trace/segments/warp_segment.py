@@ -1,11 +1,11 @@
 """One Warp segment as recorded, and its replays on fresh arrays.
 
-A :class:`SegmentRecord` is what :mod:`leapp.trace.warp_region` writes down while a node's Warp
-calls run eagerly: the arrays they work on (:class:`Buffer`: Warp dtype and shape, how torch
-sees them, and the contents of those that are constants) and the calls in order
-(:class:`Launch`, :class:`Copy`, :class:`Fill`), with array arguments as buffer indices. Some
-buffers are the segment's inputs (arrays made from traced tensors, or written by an earlier
-segment), some its outputs (arrays the node reads afterwards).
+A :class:`SegmentRecord` is what :mod:`leapp.trace.segments.warp_region` writes down while a node's
+Warp calls run eagerly: the arrays they work on (:class:`Buffer`: Warp dtype and shape, how torch
+sees them, and the contents of those that are constants) and the calls in order (:class:`Launch`,
+:class:`Copy`, :class:`Fill`), with array arguments as buffer indices. Some buffers are the
+segment's inputs (arrays made from traced tensors, or written by an earlier segment), some its
+outputs (arrays the node reads afterwards).
 
 A :class:`Replay` allocates fresh arrays for a record and runs its calls on them: called with
 input tensors it computes the outputs (the trace-time meaning of the segment's operator, used
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from leapp.trace.warp_op import OutputSpec
+from leapp.trace.segments.warp_op import OutputSpec
 
 __all__ = [
     "Buffer",

@@ -4,9 +4,9 @@
 with wrappers; :func:`deactivate` (``leapp.stop``) puts the originals back:
 
 - ``wp.from_torch`` / ``wp.from_numpy`` of a traced value: the array holds the node's value;
-- ``wp.launch`` (:mod:`leapp.trace.warp_launch`), ``wp.copy``, ``wp.clone``,
+- ``wp.launch`` (:mod:`leapp.trace.segments.warp_launch`), ``wp.copy``, ``wp.clone``,
   ``array.zero_()`` / ``fill_()`` / ``assign()`` touching such arrays: recorded into the node's
-  current Warp segment (:mod:`leapp.trace.warp_region`), and run;
+  current Warp segment (:mod:`leapp.trace.segments.warp_region`), and run;
 - ``wp.to_torch`` of such an array: a traced tensor on the segment's output;
 - reading one on the host (``array.numpy()``, ``list()``, ``np.asarray(array)``) inside its
   node is refused with a :class:`~leapp.errors.TraceError` (printing it is fine);
@@ -31,13 +31,19 @@ from typing import Any
 import numpy as np
 
 from leapp.errors import SessionError, TraceError
-from leapp.trace import warp_region
-from leapp.trace.array import TracedArray, is_live, port_tensor
+from leapp.trace.arrays.array import TracedArray, is_live, port_tensor
 from leapp.trace.location import user_location
-from leapp.trace.tensor import TracedTensor, wrap
-from leapp.trace.warp_launch import is_array, make_launch, snapshot, states_of, tensor_view
-from leapp.trace.warp_region import recording, unchecked
-from leapp.trace.warp_segment import Copy, Fill
+from leapp.trace.segments import warp_region
+from leapp.trace.segments.warp_launch import (
+    is_array,
+    make_launch,
+    snapshot,
+    states_of,
+    tensor_view,
+)
+from leapp.trace.segments.warp_region import recording, unchecked
+from leapp.trace.segments.warp_segment import Copy, Fill
+from leapp.trace.tensors.tensor import TracedTensor, wrap
 
 __all__ = ["activate", "deactivate", "explicit_segment"]
 

@@ -2,11 +2,11 @@
 
 A :class:`Recording` is what ``leapp.start`` creates and the annotations write into (through
 :mod:`leapp.session`, which holds the active one): each node run becomes a
-:class:`~leapp.trace.recorder.NodeTrace`, and each input that a published output fed is noted
-as its :class:`~leapp.trace.recorder.PortSource`, from which the pipeline's edges follow.
-``leapp.stop`` ends it (:meth:`Recording.stop`); ``leapp.compile_graph`` turns it into an export
-folder. Every traced value reaches its recording through its trace, to ask whether it is still
-``active`` and whether Python values may be frozen.
+:class:`~leapp.trace.tensors.recorder.NodeTrace`, and each input that a published output fed is
+noted as its :class:`~leapp.trace.tensors.recorder.PortSource`, from which the pipeline's edges
+follow. ``leapp.stop`` ends it (:meth:`Recording.stop`); ``leapp.compile_graph`` turns it into an
+export folder. Every traced value reaches its recording through its trace, to ask whether it is
+still ``active`` and whether Python values may be frozen.
 """
 
 from __future__ import annotations
@@ -22,11 +22,13 @@ import numpy as np
 import torch
 
 from leapp.errors import ExportError, GraphError, PortTypeError, SessionError, TraceError
-from leapp.trace import buffers, crossing, script_calls, sources, states
-from leapp.trace.array import is_live, port_tensor, port_tensors
+from leapp.trace.arrays import crossing
+from leapp.trace.arrays.array import is_live, port_tensor, port_tensors, traced_input
 from leapp.trace.location import user_location
-from leapp.trace.recorder import NodeTrace
-from leapp.trace.tensor import TracedTensor, plain_again
+from leapp.trace.pipeline import buffers, sources, states
+from leapp.trace.scripts import script_calls
+from leapp.trace.tensors.recorder import NodeTrace
+from leapp.trace.tensors.tensor import TracedTensor, plain_again
 
 __all__ = ["Recording"]
 
@@ -169,7 +171,10 @@ class Recording:
                     "torch.as_tensor(...) or np.asarray(...) before annotate.input_tensors."
                 )
             source = sources.source_of(trace, port, value, port_tensor(value))
-            traced.append(trace.add_input(port, value, source))
+            if isinstance(value, np.ndarray):  # a TracedArray sharing its memory
+                traced.append(traced_input(trace, port, value, source))
+            else:
+                traced.append(trace.add_input(port, value, source))
             sources.rebind_own(trace, value, traced[-1])
             if semantics and port in semantics:
                 trace.input_semantics[port] = dict(semantics[port])

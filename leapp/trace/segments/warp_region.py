@@ -1,21 +1,21 @@
 """Warp calls inside a node become Warp segments: one operator call each in the node's graph.
 
-While a session records, :mod:`leapp.trace.warp_calls` hands every Warp call that touches a
-node's values to the :class:`WarpTracker` of the session. The tracker knows which Warp arrays
-hold traced values (made by ``wp.from_torch`` / ``wp.from_numpy`` from traced values, or used
-by a segment) and groups each maximal run of Warp calls of one node, on one device, with no
-torch operation in between, into one segment:
+While a session records, :mod:`leapp.trace.segments.warp_calls` hands every Warp call that touches
+a node's values to the :class:`WarpTracker` of the session. The tracker knows which Warp arrays
+hold traced values (made by ``wp.from_torch`` / ``wp.from_numpy`` from traced values, or used by a
+segment) and groups each maximal run of Warp calls of one node, on one device, with no torch
+operation in between, into one segment:
 
 - the segment is one ``torch.ops.leapp.warp_segment(key, [inputs])`` node in the node's graph
-  (:mod:`leapp.trace.warp_op`), placed where its first Warp call ran; its inputs are the graph
-  values of the arrays it reads that hold traced values; every other array it reads is a
+  (:mod:`leapp.trace.segments.warp_op`), placed where its first Warp call ran; its inputs are the
+  graph values of the arrays it reads that hold traced values; every other array it reads is a
   constant (its contents when the segment first used it);
 - its outputs are the arrays the node uses afterwards: ``wp.to_torch`` results, arrays a later
   segment reads (a ``getitem`` node each, added when first asked for);
 - a Warp write into the memory of a traced tensor (``wp.from_torch`` shares it) is recorded
   as ``tensor.copy_(<segment output>)``, so torch code after it sees the written values;
-- the calls themselves go into the segment's :class:`~leapp.trace.warp_segment.SegmentRecord`,
-  which the exporter captures with APIC.
+- the calls themselves go into the segment's
+  :class:`~leapp.trace.segments.warp_segment.SegmentRecord`, which the exporter captures with APIC.
 
 A segment closes (is *sealed*) when the node's graph grows by anything else (a torch
 operation), when a call runs on another device, or at the end of an ``annotate.warp_op`` block;
@@ -34,14 +34,15 @@ from typing import TYPE_CHECKING, Any
 
 import torch.fx as fx
 
-from leapp.errors import TraceError
-from leapp.trace import warp_op
 from leapp.trace.location import user_location
-from leapp.trace.warp_segment import Buffer, Replay, SegmentRecord, replaying
+from leapp.trace.segments import warp_op
+from leapp.trace.segments.warp_segment import Buffer, Replay, SegmentRecord, replaying
+from leapp.trace.tensors.extensions import EXTENSIONS
+from leapp.trace.tensors.recorder import Refusals, owning_trace
 
 if TYPE_CHECKING:
-    from leapp.trace.recorder import NodeTrace
-    from leapp.trace.tensor import TracedTensor
+    from leapp.trace.tensors.recorder import NodeTrace
+    from leapp.trace.tensors.tensor import TracedTensor
 
 logger = logging.getLogger(__name__)
 
@@ -276,30 +277,8 @@ class WarpTracker:
         """
         self.forget_earlier_runs(states)
         traces = {id(s.trace): s.trace for s in states if s.trace is not None}
-        live = [t for t in traces.values() if t.recording.active]
-        open_traces = [t for t in live if not t.closed]
-        if self.explicit and not any(t is self.explicit[-1] for t in open_traces):
-            open_traces.append(self.explicit[-1])
-        closed = [t for t in live if t.closed]
-        where = user_location()
-        if len(open_traces) > 1:
-            a, b = open_traces[0].node, open_traces[1].node
-            raise TraceError(
-                f"{what} at {where} uses Warp arrays of the nodes {a!r} and {b!r} in one call. "
-                f"Arrays cross nodes only as published outputs: convert the array of {a!r} with "
-                f"wp.to_torch, publish it with annotate.output_tensors({a!r}, ...), pass it to "
-                f"annotate.input_tensors({b!r}, ...) and call wp.from_torch on the result."
-            )
-        if open_traces and closed:
-            a, b = closed[0].node, open_traces[0].node
-            raise TraceError(
-                f"{what} at {where} uses a Warp array of node {a!r} (already closed) inside node "
-                f"{b!r}. Pass its value through annotate.input_tensors({b!r}, {{...}}) (as a "
-                "tensor: wp.to_torch) and call wp.from_torch on the traced result, so the edge "
-                "is recorded; a scratch array both nodes write ties them together: give each "
-                "node arrays of its own."
-            )
-        return open_traces[0] if open_traces else None
+        explicit = self.explicit[-1] if self.explicit else None
+        return owning_trace(what, list(traces.values()), _ARRAYS_OF_TWO_NODES, also_open=explicit)
 
     def segment(self, trace: NodeTrace, device: str) -> Segment:
         """The open segment of ``trace`` a call on ``device`` joins (a new one if needed)."""
@@ -325,6 +304,22 @@ class WarpTracker:
             current.sealed = True
 
 
+_ARRAYS_OF_TWO_NODES = Refusals(
+    two_open=(
+        "{what} at {where} uses Warp arrays of the nodes {a!r} and {b!r} in one call. Arrays "
+        "cross nodes only as published outputs: convert the array of {a!r} with wp.to_torch, "
+        "publish it with annotate.output_tensors({a!r}, ...), pass it to "
+        "annotate.input_tensors({b!r}, ...) and call wp.from_torch on the result."
+    ),
+    closed_inside=(
+        "{what} at {where} uses a Warp array of node {a!r} (already closed) inside node {b!r}. "
+        "Pass its value through annotate.input_tensors({b!r}, {{...}}) (as a tensor: "
+        "wp.to_torch) and call wp.from_torch on the traced result, so the edge is recorded; a "
+        "scratch array both nodes write ties them together: give each node arrays of its own."
+    ),
+)
+
+
 class _LazyReplay:
     """The trace-time meaning of a segment's operator: its record replayed (made on first
     call, so that tracing allocates nothing for segments nobody runs)."""
@@ -339,3 +334,7 @@ class _LazyReplay:
             self._replay = Replay(self.record)
             self._buffers = len(self.record.buffers)
         return self._replay(inputs)
+
+
+# The torch recorder asks this module before it freezes a plain tensor as a constant.
+EXTENSIONS.written_value = aliased_value

@@ -23,6 +23,11 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
+from leapp.errors import TraceError
+from leapp.trace.arrays.array import TracedArray, array_from_tensor, is_live, tensor_view
+from leapp.trace.location import user_location
+from leapp.trace.tensors.tensor import TracedTensor
+
 __all__ = ["activate", "active", "deactivate"]
 
 _originals: dict[tuple[Any, str], Any] = {}
@@ -50,18 +55,9 @@ def deactivate() -> None:
     _originals.clear()
 
 
-def _is_live(value: Any) -> bool:
-    from leapp.trace.array import is_live
-
-    return is_live(value)
-
-
 def _check_no_nested(what: str, data: Any, fix: str) -> None:
     """A list holding traced values would be read element by element without the graph."""
-    if isinstance(data, (list, tuple)) and any(map(_is_live, pytree.tree_leaves(data))):
-        from leapp.errors import TraceError
-        from leapp.trace.location import user_location
-
+    if isinstance(data, (list, tuple)) and any(map(is_live, pytree.tree_leaves(data))):
         raise TraceError(
             f"{what} at {user_location()} builds one value from a sequence of traced values, "
             f"which leapp cannot follow; use {fix} instead."
@@ -70,9 +66,7 @@ def _check_no_nested(what: str, data: Any, fix: str) -> None:
 
 def _to_tensor(original: Any, copy: bool):
     def convert(data, *args, dtype=None, device=None, **kwargs):
-        from leapp.trace.array import TracedArray, tensor_view
-
-        if not _is_live(data):
+        if not is_live(data):
             _check_no_nested(f"torch.{original.__name__}", data, "torch.stack([...])")
             return original(data, *args, dtype=dtype, device=device, **kwargs)
         tensor = tensor_view(data) if isinstance(data, TracedArray) else data
@@ -87,9 +81,7 @@ def _to_tensor(original: Any, copy: bool):
 
 def _from_numpy(original: Any):
     def from_numpy(ndarray):
-        from leapp.trace.array import TracedArray, tensor_view
-
-        if isinstance(ndarray, TracedArray) and _is_live(ndarray):
+        if isinstance(ndarray, TracedArray) and is_live(ndarray):
             original(ndarray.view(np.ndarray))  # raise torch's own error if it would
             return tensor_view(ndarray)
         return original(ndarray)
@@ -102,14 +94,11 @@ _UNSET = object()
 
 def _to_array(original: Any, copies: bool):
     def convert(a, dtype=None, *args, copy=_UNSET, **kwargs):
-        from leapp.trace.array import array_from_tensor
-        from leapp.trace.tensor import TracedTensor
-
         options = kwargs if copy is _UNSET else {**kwargs, "copy": copy}
-        if isinstance(a, (list, tuple)) and any(map(_is_live, pytree.tree_leaves(a))):
+        if isinstance(a, (list, tuple)) and any(map(is_live, pytree.tree_leaves(a))):
             stacked = _stack(a)
             return stacked if dtype is None else stacked.astype(dtype)
-        if not _is_live(a):
+        if not is_live(a):
             return original(a, dtype, *args, **options)
         if isinstance(a, TracedTensor):
             a = array_from_tensor(torch.Tensor.numpy, (a,), {})
@@ -130,13 +119,11 @@ def _to_array(original: Any, copies: bool):
 
 def _stack(sequence: Any) -> Any:
     """``np.asarray([a, b, ...])`` with traced items: ``np.stack`` of the items, recursively."""
-    from leapp.trace.array import array_from_tensor
-    from leapp.trace.tensor import TracedTensor
 
     def item(value):
         if isinstance(value, (list, tuple)):
             return _stack(value)
-        if isinstance(value, TracedTensor) and _is_live(value):
+        if isinstance(value, TracedTensor) and is_live(value):
             return array_from_tensor(torch.Tensor.numpy, (value,), {})
         return value
 

@@ -1,16 +1,16 @@
 """``wp.launch`` while a session records: a launch on a node's arrays joins its Warp segment.
 
 The wrapper :func:`make_launch` builds runs the kernel eagerly and records it into the node's
-current segment (:mod:`leapp.trace.warp_region`), with every array argument as a buffer of the
-segment. Traced tensors and NumPy arrays passed straight to ``wp.launch`` count as
-``wp.from_torch`` / ``wp.from_numpy`` of them. Which arguments the kernel writes comes from
-Warp's own code analysis (the one behind ``verify_autograd_array_access``); where that is not
-available (generic kernels), every array argument counts as written, which is always correct.
+current segment (:mod:`leapp.trace.segments.warp_region`), with every array argument as a buffer of
+the segment. Traced tensors and NumPy arrays passed straight to ``wp.launch`` count as
+``wp.from_torch`` / ``wp.from_numpy`` of them. Which arguments the kernel writes comes from Warp's
+own code analysis (the one behind ``verify_autograd_array_access``); where that is not available
+(generic kernels), every array argument counts as written, which is always correct.
 
-Refused with a :class:`~leapp.errors.TraceError` naming the node, the user's line and what to
-do: arrays of two nodes in one launch (:meth:`~leapp.trace.warp_region.WarpTracker.owner`),
-``@wp.struct`` arrays and struct arguments that hold arrays, views (slices) of a node's arrays,
-and the adjoint / ``record_cmd`` forms of ``wp.launch``.
+Refused with a :class:`~leapp.errors.TraceError` naming the node, the user's line and what to do:
+arrays of two nodes in one launch (:meth:`~leapp.trace.segments.warp_region.WarpTracker.owner`),
+``@wp.struct`` arrays and struct arguments that hold arrays, views (slices) of a node's arrays, and
+the adjoint / ``record_cmd`` forms of ``wp.launch``.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 
 from leapp.errors import TraceError
-from leapp.trace.array import TracedArray, is_live
+from leapp.trace.arrays.array import TracedArray, is_live
 from leapp.trace.location import user_location
-from leapp.trace.tensor import TracedTensor
-from leapp.trace.warp_region import WarpTracker, recording, unchecked
-from leapp.trace.warp_segment import Launch, Ref
+from leapp.trace.segments.warp_region import WarpTracker, recording, unchecked
+from leapp.trace.segments.warp_segment import Launch, Ref
+from leapp.trace.tensors.tensor import TracedTensor
 
 __all__ = ["is_array", "make_launch", "snapshot", "states_of", "tensor_view"]
 

@@ -25,7 +25,7 @@ from leapp.numpy.operands import (
     numpy_dtype,
     tensor_of,
 )
-from leapp.trace.array import TracedArray
+from leapp.trace.arrays.array import TracedArray
 
 __all__ = ["assign", "index", "normalize_key", "propagate"]
 

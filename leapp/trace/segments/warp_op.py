@@ -11,10 +11,10 @@ per value the node uses afterwards (``wp.to_torch`` results, arrays a later segm
 operator is an ordinary ``torch.library`` operator, so TorchScript (``torch.jit``) and
 ``torch.export`` (pt2) store the call by name and call it again when the artifact runs.
 
-What a call computes is looked up by key in a process-wide table (:func:`register`): while
-tracing, the recorded Warp calls replayed on fresh arrays (:mod:`leapp.trace.warp_segment`);
-when an export runs, the APIC graph loaded from the export folder (:mod:`leapp.run.warp_runtime`).
-Keys are unique per segment and export, so several pipelines can run in one process.
+What a call computes is looked up by key in a process-wide table (:func:`register`): while tracing,
+the recorded Warp calls replayed on fresh arrays (:mod:`leapp.trace.segments.warp_segment`); when
+an export runs, the APIC graph loaded from the export folder (:mod:`leapp.run.warp_runtime`). Keys
+are unique per segment and export, so several pipelines can run in one process.
 
 This module needs torch only; it does not import Warp. The operator is defined on first use
 (:func:`packet`), so importing leapp defines nothing.

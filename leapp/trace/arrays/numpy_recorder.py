@@ -1,12 +1,13 @@
 """Recording NumPy calls on TracedArrays as their torch equivalents.
 
-Every NumPy call that reaches a :class:`~leapp.trace.array.TracedArray` goes through :func:`run`:
+Every NumPy call that reaches a :class:`~leapp.trace.arrays.array.TracedArray` goes through
+:func:`run`:
 
 1. the call runs eagerly with NumPy on plain views of its arguments, so the user's program sees
    exactly what NumPy computes;
 2. its torch equivalent from :mod:`leapp.numpy` is applied to the torch views of the same
    arguments (TracedTensors on the same graph nodes), which records it into the node's graph
-   through the ordinary torch recorder (:func:`leapp.trace.recorder.dispatch`);
+   through the ordinary torch recorder (:func:`leapp.trace.tensors.recorder.dispatch`);
 3. the torch result is checked against NumPy's: a cast node is added when torch's dtype
    promotion differs from NumPy's, and values that disagree raise a :class:`TraceError`;
 4. NumPy's result comes back as a TracedArray on the torch result's node.
@@ -30,13 +31,18 @@ from torch.utils import _pytree as pytree
 from leapp.errors import LeappError, TraceError
 from leapp.numpy import functions, ufuncs
 from leapp.numpy.operands import UnsupportedFormError, constant_tensor, torch_dtype
-from leapp.trace import indexing
-from leapp.trace.array import TracedArray, live_arrays, rebind, tensor_view, wrap_array
-from leapp.trace.handover import arrays_outside_nodes, written_outside
+from leapp.trace.arrays import indexing
+from leapp.trace.arrays.array import TracedArray, live_arrays, rebind, tensor_view, wrap_array
+from leapp.trace.arrays.handover import arrays_outside_nodes, written_outside
 from leapp.trace.location import user_location
-from leapp.trace.operation import NUMBER_HINT, Operation
-from leapp.trace.recorder import FrozenValueWarning, NodeTrace, owning_trace, python_value_of
-from leapp.trace.tensor import TracedTensor, wrap
+from leapp.trace.tensors.operation import NUMBER_HINT, Operation
+from leapp.trace.tensors.recorder import (
+    FrozenValueWarning,
+    NodeTrace,
+    owning_trace,
+    python_value_of,
+)
+from leapp.trace.tensors.tensor import TracedTensor, wrap
 
 __all__ = ["assign", "call_function", "call_ufunc", "getitem", "run"]
 
