@@ -43,7 +43,12 @@ setup(
     install_requires=read_requirements("requirements.txt"),
     # pytest is the test runner: without it colcon test falls back to unittest and runs nothing.
     # warp: Warp kernels in nodes (pip install leapp_ros[warp]); everything else works without.
-    extras_require={"test": ["pytest>=8,<9"], "warp": ["warp-lang>=1.19"]},
+    # picture: the pipeline picture (compile_graph(visualize=True), leapp-ros inspect --picture).
+    extras_require={
+        "test": ["pytest>=8,<9"],
+        "warp": ["warp-lang>=1.19"],
+        "picture": ["pillow>=10.1"],
+    },
     zip_safe=True,
     data_files=[
         (

@@ -103,16 +103,21 @@ def compile_graph(
     raises :class:`ValidationError` (else it is logged). ``graph_configs`` lands in
     ``pipeline.configs`` (e.g. ``GraphConfigs(frequency=50)``).
 
-    ``visualize=True`` also writes ``<name>.png`` next to the YAML, drawn from the spec just
-    written: one box per node (name, backend, input ports left, output ports right, each with
-    dtype and shape), in columns by data-flow depth; data edges solid, feedback edges and
-    states (a node's feedback to itself) dashed in their own colours; pipeline inputs and
-    outputs as tags with their ``node/port`` keys. Without it, a picture left by an earlier
-    export of the same pipeline is removed, so the folder never shows a stale one. To draw an
-    existing export: ``leapp.spec.picture.write_picture(leapp.spec.load(folder))``.
+    ``visualize=True`` also writes ``<name>.png`` and ``<name>.svg`` next to the YAML, drawn
+    from the spec just written: one card per node (name, backend, input ports left, output
+    ports right, each with dtype and shape), in columns by data-flow depth; data edges solid,
+    feedback edges and states (a node's feedback to itself) dashed in their own colours;
+    pipeline inputs and outputs as tags with their ``node/port`` keys; a legend. It needs Pillow
+    (``pip install 'leapp_ros[picture]'``), checked before anything is exported. Without it, a
+    picture left by an earlier export of the same pipeline is removed, so the folder never shows
+    a stale one. To draw an existing export:
+    ``leapp.spec.picture.write_picture(leapp.spec.load(folder))``.
     """
     from leapp.session import take_stopped
+    from leapp.spec.picture import require_pillow, write_picture
 
+    if visualize:
+        require_pillow()  # before the session is taken: after installing Pillow, call again
     session = take_stopped()
     compiled = compile_session(
         session,
@@ -122,15 +127,15 @@ def compile_graph(
         strict=strict,
         graph_configs=graph_configs,
     )
-    from leapp.spec.picture import write_picture
-
-    picture = compiled.path.with_name(f"{compiled.spec.name}.png")
+    png = compiled.path.with_name(f"{compiled.spec.name}.png")
     if visualize:
-        write_picture(compiled.spec, picture)
-        logger.info("pipeline %r: drew %s", compiled.spec.name, picture)
-    elif picture.is_file():
-        picture.unlink()
-        logger.info("pipeline %r: removed the earlier picture %s", compiled.spec.name, picture)
+        files = write_picture(compiled.spec, png)
+        logger.info("pipeline %r: drew %s and %s", compiled.spec.name, files.png, files.svg)
+    else:
+        for earlier in (png, png.with_suffix(".svg")):
+            if earlier.is_file():
+                earlier.unlink()
+                logger.info("pipeline %r: removed the earlier %s", compiled.spec.name, earlier)
     return compiled
 
 

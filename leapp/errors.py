@@ -7,6 +7,7 @@ what to do next. Catch :class:`LeappError` to handle all of them.
 from __future__ import annotations
 
 __all__ = [
+    "DependencyError",
     "ExportError",
     "GraphError",
     "LeappError",
@@ -58,6 +59,14 @@ class PortNameError(GraphError, ValueError):
     flattened container entry that collides with another port).
 
     Also a ``ValueError``, as NVIDIA LEAPP raises for duplicate TensorSemantics names.
+    """
+
+
+class DependencyError(LeappError, ImportError):
+    """An optional package that the requested feature needs is not installed (Pillow for the
+    pipeline picture, ...); the message says what to install.
+
+    Also an ``ImportError``, as a missing import raises.
     """
 
 

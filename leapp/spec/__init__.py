@@ -21,8 +21,10 @@ Modules: :mod:`~leapp.spec.schema` (the dataclasses), :mod:`~leapp.spec.yaml_fil
 dump), :mod:`~leapp.spec.document` (the YAML), :mod:`~leapp.spec.parser` and
 :mod:`~leapp.spec.wiring` (the checks), :mod:`~leapp.spec.order` (the order the nodes run in),
 :mod:`~leapp.spec.containment` (every file a spec names lies inside its folder),
-:mod:`~leapp.spec.checksums`, :mod:`~leapp.spec.system`, and :mod:`~leapp.spec.examples` (the
-``<name>_examples.safetensors`` file next to the spec).
+:mod:`~leapp.spec.checksums`, :mod:`~leapp.spec.system`, :mod:`~leapp.spec.examples` (the
+``<name>_examples.safetensors`` file next to the spec), and :mod:`~leapp.spec.picture` (the
+pipeline picture, ``<name>.png`` and ``<name>.svg``: its ``picture_*`` modules; the PNG needs
+Pillow, imported only there).
 """
 
 from leapp.spec.checksums import file_checksums

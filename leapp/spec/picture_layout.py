@@ -1,181 +1,261 @@
-"""Where everything in the pipeline picture goes (:mod:`leapp.spec.picture` draws it).
+"""Where everything in the pipeline picture goes, in picture units (a PNG pixel at scale 1; the
+SVG's user units). :mod:`leapp.spec.picture_scene` turns the result into shapes and text that
+both renderers draw, so the PNG and the SVG show the same layout.
 
-Columns: a node's column is one more than the deepest column among the nodes whose
-``data_flow`` feeds it (feedback does not count), so producers stand left of their consumers.
-Inside a column, nodes keep spec order, then are sorted by the mean row of their producers.
-Every box of a column has the column's width; boxes are stacked top-down.
+Every text is measured with the fonts of :mod:`leapp.spec.picture_fonts`, and every box is
+sized from those widths, so no two texts of the picture overlap however long a name is.
 
-Edges are grouped into routes: one per output port and edge kind (``data``, ``feedback``,
-``state`` = feedback into the same node). Gap ``g`` is the space left of column ``g`` (gap
-``len(columns)`` is right of the last one). A route leaves its port into a vertical channel
-of the gap right of its node (its exit gap) and enters each target from a channel of the gap
-left of the target's column; if some target is not entered from the exit gap, the route runs
-along its own horizontal lane, above the boxes for data, below them for feedback. Each gap
-holds, left to right: the tags of the left column's pipeline outputs, its channels, the tags
-of the right column's pipeline inputs.
+Top to bottom: the title, a subtitle (counts, rate), the legend, the lanes of data edges that
+skip a column, the boxes, the lanes of feedback edges. Left to right, columns of boxes (see
+:mod:`leapp.spec.picture_routes`) and, in each gap between columns, left to right: the tags of
+the left column's pipeline outputs, the vertical channels of the edges, the tags of the right
+column's pipeline inputs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from leapp.errors import SpecError
-from leapp.spec.raster import line_height, text_width
-from leapp.spec.schema import ModelSpec, Spec
+from leapp.spec.picture_fonts import Fonts
+from leapp.spec.picture_routes import Route, node_columns, order_channels, routes, stacks
+from leapp.spec.schema import ModelSpec, Spec, TensorSpec
 
-__all__ = ["ARROW", "STUB", "Layout", "Place", "Route", "layout_pipeline", "node_columns"]
+__all__ = [
+    "ARROW",
+    "DOT",
+    "LEGEND",
+    "Label",
+    "Layout",
+    "LegendItem",
+    "NodePlace",
+    "PortPlace",
+    "Rect",
+    "TagPlace",
+    "layout_pipeline",
+]
 
-ARROW = 8  # length of an arrowhead
-STUB = 5  # free pixels between a box and an edge or tag arrow touching it
-_CHANNEL = 12  # between two vertical channels
-_LANE = 12  # between two horizontal lanes
+MARGIN = 24.0  # around everything
+PAD = 10.0  # inside a box, around its text
+ROW = 24.0  # one port row
+GUTTER = 32.0  # at least between an input's label and the output label of the same row
+DOT = 4.5  # radius of a port's dot, centred on the box's border
+ARROW = 9.0  # length of an arrowhead
+LEAD = 16.0  # from a port's dot to the tag it points to or comes from
+CHANNEL = 14.0  # between two vertical channels of a gap
+LANE = 14.0  # between two horizontal lanes
+TAG_PAD = 6.0  # inside a tag, left and right of its label
+TAG_HEIGHT = 20.0
+STACK_GAP = 32.0  # between two boxes of one column
+SAMPLE = 34.0  # length of a legend's sample line
+#: ``(kind, label)`` of each legend entry.
+LEGEND = (
+    ("data", "data"),
+    ("feedback", "feedback (next tick)"),
+    ("state", "state (own feedback)"),
+    ("input", "pipeline input"),
+    ("output", "pipeline output"),
+)
 
 
 @dataclass(frozen=True)
-class Place:
-    """A box: its column and its rectangle in pixels."""
+class Rect:
+    x: float
+    y: float
+    width: float
+    height: float
 
+    @property
+    def right(self) -> float:
+        return self.x + self.width
+
+    @property
+    def bottom(self) -> float:
+        return self.y + self.height
+
+    def intersects(self, other: Rect) -> bool:
+        """Whether the two share more than an edge."""
+        return (
+            self.x < other.right
+            and other.x < self.right
+            and self.y < other.bottom
+            and other.y < self.bottom
+        )
+
+
+@dataclass(frozen=True)
+class Label:
+    """One run of text in one style, its left end at ``x`` on the line ``baseline``."""
+
+    text: str
+    style: str  # a key of leapp.spec.picture_fonts.STYLES
+    x: float
+    baseline: float
+    width: float
+    ascent: float
+    descent: float
+
+    @property
+    def rect(self) -> Rect:
+        return Rect(self.x, self.baseline - self.ascent, self.width, self.ascent + self.descent)
+
+
+@dataclass(frozen=True)
+class PortPlace:
+    key: str  # "node/port"
+    side: str  # "input" | "output"
+    x: float  # on the box's border: the centre of its dot
+    y: float  # the row's centre
+    name: Label
+    detail: Label  # dtype and shape
+
+
+@dataclass(frozen=True)
+class NodePlace:
+    node: str
     column: int
-    x: int
-    y: int
-    width: int
-    height: int
+    rect: Rect
+    header_bottom: float  # the header (name and backend badge) spans rect.y to here
+    name: Label
+    backend: Label
+    badge: Rect  # the backend's badge
 
 
-@dataclass
-class Route:
-    """One output port's edges of one kind, and the targets entered from each gap."""
+@dataclass(frozen=True)
+class TagPlace:
+    """A pipeline input or output: a labelled tag and the arrow between it and its port."""
 
-    source: str  # "node/output"
-    kind: str  # "data" | "feedback" | "state"
-    exit_gap: int
-    gaps: dict[int, list[str]]  # gap -> targets ("node/input") entered from its channel
-    lane: bool = False  # along a lane: above the boxes for data, below them for feedback
-    channel_x: dict[int, int] = field(default_factory=dict)  # gap -> its vertical channel's x
-    lane_y: int | None = None  # the lane's y, when ``lane``
+    key: str
+    kind: str  # "input" | "output"
+    rect: Rect
+    label: Label
+    arrow: tuple[float, float, float]  # (from x, to x, y): the arrow's tip is at "to x"
+
+
+@dataclass(frozen=True)
+class LegendItem:
+    kind: str
+    label: Label
+    sample: Rect  # where the sample line (or the tag around the label) lies
 
 
 @dataclass
 class Layout:
-    """Pixel positions for the picture of one spec."""
+    """Everything's place in the picture of one spec."""
 
-    scale: int
-    pad: int
-    margin: int
-    header_height: int  # of every box: name and backend
-    title_height: int  # of the title and legend above everything
-    width: int = 0
-    height: int = 0
-    boxes: dict[str, Place] = field(default_factory=dict)
-    in_y: dict[str, int] = field(default_factory=dict)  # "node/input" -> row centre
-    out_y: dict[str, int] = field(default_factory=dict)  # "node/output" -> row centre
-    in_x: dict[str, int] = field(default_factory=dict)  # "node/input" -> box's left edge
-    out_x: dict[str, int] = field(default_factory=dict)  # "node/output" -> box's right edge
-    port_kind: dict[tuple[str, str], str] = field(default_factory=dict)  # marker colours
+    width: float = 0.0
+    height: float = 0.0
+    texts: list[Label] = field(default_factory=list)  # title and subtitle
+    legend: list[LegendItem] = field(default_factory=list)
+    nodes: dict[str, NodePlace] = field(default_factory=dict)
+    ports: dict[tuple[str, str], PortPlace] = field(default_factory=dict)  # (side, key)
+    port_kind: dict[tuple[str, str], str] = field(default_factory=dict)  # dot colours
+    tags: list[TagPlace] = field(default_factory=list)
     routes: list[Route] = field(default_factory=list)
 
-    def tag_width(self, label: str) -> int:
-        return text_width(label, self.scale) + self.pad + 4
-
-    def row_height(self) -> int:
-        return line_height(self.scale) + 2 * self.scale
-
-
-def node_columns(spec: Spec) -> dict[str, int]:
-    """Each model's column: 0 unless a ``data_flow`` edge feeds it, else one more than the
-    deepest producer that feeds it. Edges against spec order (invalid) are not counted."""
-    columns: dict[str, int] = {}
-    producers = _producers(spec)
-    for model in spec.models:
-        depths = [columns[p] + 1 for p in producers.get(model.name, ()) if p in columns]
-        columns[model.name] = max(depths, default=0)
-    return columns
+    def labels(self) -> list[Label]:
+        """Every text of the picture."""
+        found = [*self.texts, *(item.label for item in self.legend)]
+        for node in self.nodes.values():
+            found += [node.name, node.backend]
+        for port in self.ports.values():
+            found += [port.name, port.detail]
+        return found + [tag.label for tag in self.tags]
 
 
-def layout_pipeline(spec: Spec, *, scale: int = 2, min_width: int = 0) -> Layout:
-    """Place the boxes, tags, channels and lanes of ``spec``'s picture."""
-    pad = 5 * scale
-    header = pad + 2 * line_height(scale) + pad // 2
-    title = 2 * line_height(scale) + line_height(scale + 1) + 2 * scale
-    layout = Layout(scale=scale, pad=pad, margin=4 * pad, header_height=header, title_height=title)
+class _Measure:
+    """Labels measured with ``fonts``."""
+
+    def __init__(self, fonts: Fonts):
+        self.fonts = fonts
+
+    def label(self, text: str, style: str, x: float = 0.0, baseline: float = 0.0) -> Label:
+        fonts = self.fonts
+        width, ascent = fonts.width(text, style), fonts.ascent(style)
+        return Label(text, style, x, baseline, width, ascent, fonts.descent(style))
+
+    def centred(self, text: str, style: str, x: float, middle: float) -> Label:
+        """A label whose letters are centred vertically on ``middle``."""
+        ascent, descent = self.fonts.ascent(style), self.fonts.descent(style)
+        return self.label(text, style, x, middle + (ascent - descent) / 2)
+
+    def height(self, style: str) -> float:
+        return self.fonts.ascent(style) + self.fonts.descent(style)
+
+
+def layout_pipeline(spec: Spec, fonts: Fonts) -> Layout:
+    """Place the title, legend, boxes, ports, tags, channels and lanes of ``spec``'s picture."""
+    measure, layout = _Measure(fonts), Layout()
     columns = node_columns(spec)
-    stacks = _stacks(spec, columns)
-    layout.routes = _routes(spec, columns)
+    column_stacks = stacks(spec, columns)
+    layout.routes = routes(spec, columns)
+    top = _place_heading(spec, measure, layout)
     _mark_ports(spec, layout)
-    sizes = {model.name: _box_size(model, layout) for model in spec.models}
-    widths = [max(sizes[n][0] for n in stack) for stack in stacks]
-    gap_x = _place_columns(spec, layout, stacks, widths, columns)
-    top = [r for r in layout.routes if r.lane and r.kind == "data"]
-    bottom = [r for r in layout.routes if r.lane and r.kind != "data"]
-    body_top = layout.margin + title + 2 * pad + len(top) * _LANE + 2 * pad
-    body_bottom = _place_boxes(spec, layout, stacks, widths, sizes, gap_x, body_top)
-    for i, route in enumerate(top):
-        route.lane_y = layout.margin + title + 2 * pad + i * _LANE + _LANE // 2
-    for i, route in enumerate(bottom):
-        route.lane_y = body_bottom + 2 * pad + i * _LANE + _LANE // 2
-    layout.height = body_bottom + 2 * pad + len(bottom) * _LANE + layout.margin
-    title_width = text_width(spec.name, scale + 1) + 1
-    layout.width = max(layout.width, min_width, title_width) + 2 * layout.margin
+    models = {model.name: model for model in spec.models}
+    sizes = {name: _box_size(models[name], measure) for name in models}
+    widths = [max(sizes[n][0] for n in stack) for stack in column_stacks]
+    tagged = _tagged_ports(spec, columns, len(column_stacks))
+    gap_x, channel_x, right = _place_columns(layout, tagged, widths, measure)
+    # nested lanes: the narrower a lane, the nearer the boxes, so lanes cross no channel
+    lanes = sorted((r for r in layout.routes if r.lane), key=lambda r: max(r.gaps) - min(r.gaps))
+    top_lanes = [r for r in reversed(lanes) if r.kind == "data"]
+    bottom_lanes = [r for r in lanes if r.kind != "data"]
+    body_top = top + len(top_lanes) * LANE + (PAD if top_lanes else 0.0)
+    bottom = body_top
+    for column, stack in enumerate(column_stacks):
+        x, y = gap_x[column + 1] - widths[column], body_top
+        for node in stack:
+            _place_node(layout, models[node], column, Rect(x, y, widths[column], 0), measure)
+            y = layout.nodes[node].rect.bottom + STACK_GAP
+        bottom = max(bottom, y - STACK_GAP)
+    for i, route in enumerate(top_lanes):
+        route.lane_y = top + i * LANE + LANE / 2
+    for i, route in enumerate(bottom_lanes):
+        route.lane_y = bottom + PAD + i * LANE + LANE / 2
+    _place_tags(spec, layout, measure)
+    _trace_routes(layout, channel_x)
+    layout.height = bottom + (PAD + len(bottom_lanes) * LANE if bottom_lanes else 0.0) + MARGIN
+    heading = [t.rect.right for t in layout.texts] + [i.label.rect.right for i in layout.legend]
+    layout.width = max(right, *heading) + MARGIN
     return layout
 
 
-def _producers(spec: Spec) -> dict[str, set[str]]:
-    producers: dict[str, set[str]] = {}
-    for source, targets in spec.pipeline.data_flow.items():
-        for target in targets:
-            src, dst = _node(source), _node(target)
-            if src != dst:
-                producers.setdefault(dst, set()).add(src)
-    return producers
+def _place_heading(spec: Spec, measure: _Measure, layout: Layout) -> float:
+    """The title, the subtitle and the legend (of the kinds of edge and tag drawn); returns the
+    y where the drawing starts."""
+    title = measure.label(spec.name, "title", MARGIN, MARGIN + measure.fonts.ascent("title"))
+    y = title.baseline + measure.fonts.descent("title") + 4 + measure.fonts.ascent("subtitle")
+    layout.texts = [title, measure.label(_subtitle(spec), "subtitle", MARGIN, y)]
+    middle = y + measure.fonts.descent("subtitle") + 12 + TAG_HEIGHT / 2
+    x = MARGIN
+    shown = {route.kind for route in layout.routes}
+    shown |= {"input"} if any(spec.pipeline.inputs.values()) else set()
+    shown |= {"output"} if any(spec.pipeline.outputs.values()) else set()
+    for kind, text in (entry for entry in LEGEND if entry[0] in shown):
+        if kind in ("input", "output"):
+            label = measure.centred(text, "legend", x + TAG_PAD, middle)
+            sample = Rect(x, middle - TAG_HEIGHT / 2, label.width + 2 * TAG_PAD, TAG_HEIGHT)
+        else:
+            sample = Rect(x, middle - TAG_HEIGHT / 2, SAMPLE, TAG_HEIGHT)
+            label = measure.centred(text, "legend", x + SAMPLE + 6, middle)
+        layout.legend.append(LegendItem(kind, label, sample))
+        x = max(label.rect.right, sample.right) + 22
+    return middle + TAG_HEIGHT / 2 + 22
 
 
-def _stacks(spec: Spec, columns: dict[str, int]) -> list[list[str]]:
-    """The nodes of each column, top to bottom."""
-    producers, rank = _producers(spec), {}
-    stacks: list[list[str]] = [[] for _ in range(max(columns.values()) + 1)]
-    for model in spec.models:
-        stacks[columns[model.name]].append(model.name)
-    for stack in stacks:
-        rows = {n: [rank[p] for p in producers.get(n, ()) if p in rank] for n in stack}
-        stack.sort(key=lambda n: sum(rows[n]) / len(rows[n]) if rows[n] else 0.0)
-        rank.update({n: i for i, n in enumerate(stack)})
-    return stacks
+def _subtitle(spec: Spec) -> str:
+    """``"3 nodes · 1 input · 1 output · 50 Hz"``."""
 
+    def count(n: int, what: str) -> str:
+        return f"{n} {what}" + ("" if n == 1 else "s")
 
-def _routes(spec: Spec, columns: dict[str, int]) -> list[Route]:
-    grouped: dict[tuple[str, str], list[str]] = {}
-    for section, flow in (
-        ("data", spec.pipeline.data_flow),
-        ("feedback", spec.pipeline.feedback_flow),
-    ):
-        for source, targets in flow.items():
-            for target in targets:
-                _check_nodes(columns, source, target)
-                own = _node(source) == _node(target)
-                kind = "state" if section == "feedback" and own else section
-                grouped.setdefault((source, kind), []).append(target)
-    routes = []
-    for (source, kind), targets in grouped.items():
-        exit_gap = columns[_node(source)] + 1
-        route = Route(source, kind, exit_gap, {exit_gap: []})
-        for target in targets:
-            route.gaps.setdefault(columns[_node(target)], []).append(target)  # gap left of it
-        route.lane = len(route.gaps) > 1
-        routes.append(route)
-    return routes
-
-
-def _node(key: str) -> str:
-    return key.split("/")[0]
-
-
-def _check_nodes(columns: dict[str, int], source: str, target: str) -> None:
-    for key in (source, target):
-        if _node(key) not in columns:
-            raise SpecError(
-                f"cannot draw the edge {source} -> {target}: {_node(key)!r} is not a model of "
-                "this spec; check pipeline.data_flow and pipeline.feedback_flow."
-            )
+    inputs = sum(len(ports) for ports in spec.pipeline.inputs.values())
+    outputs = sum(len(ports) for ports in spec.pipeline.outputs.values())
+    parts = [count(len(spec.models), "node"), count(inputs, "input"), count(outputs, "output")]
+    frequency = spec.pipeline.configs.get("frequency")
+    if isinstance(frequency, int | float) and not isinstance(frequency, bool):
+        parts.append(f"{frequency:g} Hz")
+    return " \N{MIDDLE DOT} ".join(parts)
 
 
 def _mark_ports(spec: Spec, layout: Layout) -> None:
@@ -183,80 +263,146 @@ def _mark_ports(spec: Spec, layout: Layout) -> None:
         layout.port_kind.update({("input", f"{node}/{p}"): "input" for p in ports})
     for node, ports in spec.pipeline.outputs.items():
         layout.port_kind.update({("output", f"{node}/{p}"): "output" for p in ports})
-    for route in layout.routes:
+    # a port on edges of several kinds takes the colour of its data edges
+    for route in sorted(layout.routes, key=lambda route: route.kind == "data"):
         layout.port_kind["output", route.source] = route.kind
         for targets in route.gaps.values():
             layout.port_kind.update({("input", t): route.kind for t in targets})
 
 
-def _port_label(port) -> str:
-    return f"{port.name} {port.dtype}[{','.join(str(n) for n in port.shape)}]"
+def _detail(port: TensorSpec) -> str:
+    return f"{port.dtype}[{','.join(str(n) for n in port.shape)}]"
 
 
-def _box_size(model: ModelSpec, layout: Layout) -> tuple[int, int]:
-    scale, pad = layout.scale, layout.pad
-    left = max((text_width(_port_label(p), scale) for p in model.inputs), default=0)
-    right = max((text_width(_port_label(p), scale) for p in model.outputs), default=0)
-    header = max(text_width(model.name, scale) + 1, text_width("no backend", scale))
+def _port_width(port: TensorSpec, measure: _Measure) -> float:
+    name, detail = measure.label(port.name, "port"), measure.label(_detail(port), "detail")
+    return name.width + measure.fonts.width(" ", "port") + detail.width
+
+
+def _header_height(measure: _Measure) -> float:
+    return 2 * PAD + max(measure.height("name"), measure.height("backend") + 6)
+
+
+def _box_size(model: ModelSpec, measure: _Measure) -> tuple[float, float]:
+    left = max((_port_width(p, measure) for p in model.inputs), default=0.0)
+    right = max((_port_width(p, measure) for p in model.outputs), default=0.0)
+    gutter = GUTTER if left and right else 0.0
+    name = measure.label(model.name, "name").width
+    badge = measure.label(model.parameters.backend or "no backend", "backend").width + 12
+    width = max(name + 16 + badge, left + gutter + right) + 2 * PAD
     rows = max(len(model.inputs), len(model.outputs), 1)
-    width = max(header, left + right + 3 * pad) + 2 * pad
-    return width, layout.header_height + pad + rows * layout.row_height()
+    return width, _header_height(measure) + rows * ROW + PAD
 
 
-def _tag_zone(layout: Layout, keys: list[str]) -> int:
-    """Width a gap needs for the tags (and their arrows) of ``keys``."""
-    widths = [layout.tag_width(k) for k in keys]
-    return STUB + ARROW + layout.pad + max(widths) + layout.pad if widths else 0
+def _place_node(layout, model: ModelSpec, column: int, at: Rect, measure: _Measure) -> None:
+    """The box of ``model`` at ``at`` (its x, y and width), its header and its ports."""
+    header = _header_height(measure)
+    rows = max(len(model.inputs), len(model.outputs), 1)
+    rect = Rect(at.x, at.y, at.width, header + rows * ROW + PAD)
+    middle = rect.y + header / 2
+    name = measure.centred(model.name, "name", rect.x + PAD, middle)
+    backend_text = model.parameters.backend or "no backend"
+    width = measure.label(backend_text, "backend").width
+    backend = measure.centred(backend_text, "backend", rect.right - PAD - 6 - width, middle)
+    badge_height = measure.height("backend") + 6
+    badge = Rect(backend.x - 6, middle - badge_height / 2, width + 12, badge_height)
+    layout.nodes[model.name] = NodePlace(
+        model.name, column, rect, rect.y + header, name, backend, badge
+    )
+    space = measure.fonts.width(" ", "port")
+    for side, ports in (("input", model.inputs), ("output", model.outputs)):
+        for i, port in enumerate(ports):
+            y = rect.y + header + PAD / 2 + i * ROW + ROW / 2
+            wide = _port_width(port, measure)
+            x = rect.x + PAD if side == "input" else rect.right - PAD - wide
+            name = measure.centred(port.name, "port", x, y)
+            detail = measure.label(_detail(port), "detail", x + name.width + space, name.baseline)
+            key = f"{model.name}/{port.name}"
+            edge = rect.x if side == "input" else rect.right
+            layout.ports[side, key] = PortPlace(key, side, edge, y, name, detail)
 
 
-def _place_columns(spec, layout, stacks, widths, columns) -> list[int]:
-    """Every gap's and column's x; every channel's x. Returns the gaps' left edges."""
-    tagged_in = [[] for _ in stacks]
-    tagged_out = [[] for _ in stacks]
-    for section, tagged in (
-        (spec.pipeline.inputs, tagged_in),
-        (spec.pipeline.outputs, tagged_out),
-    ):
+def _tagged_ports(spec: Spec, columns: Mapping[str, int], count: int):
+    """Per column: the keys of its pipeline inputs and of its pipeline outputs."""
+    tagged = {"input": [[] for _ in range(count)], "output": [[] for _ in range(count)]}
+    for section, kind in ((spec.pipeline.inputs, "input"), (spec.pipeline.outputs, "output")):
         for node, ports in section.items():
             if node in columns:
-                tagged[columns[node]].extend(f"{node}/{p}" for p in ports)
-    in_channels: dict[int, list[Route]] = {}
+                tagged[kind][columns[node]].extend(f"{node}/{p}" for p in ports)
+    return tagged
+
+
+def _tag_zone(keys: list[str], measure: _Measure) -> float:
+    """Width a gap needs for the tags (and their arrows) of ``keys``."""
+    widths = [measure.label(k, "tag").width + 2 * TAG_PAD for k in keys]
+    return DOT + LEAD + max(widths) + PAD if widths else 0.0
+
+
+def _place_columns(layout: Layout, tagged, widths: list[float], measure: _Measure):
+    """Every gap's and column's x (each column ends where the next gap starts), reserving the
+    channels of each gap. Returns the gaps' left edges, where each gap's channels start and the
+    right end of the drawing."""
+    channels: dict[int, int] = {}
     for route in layout.routes:
         for gap in route.gaps:
-            in_channels.setdefault(gap, []).append(route)
-    x, gap_x = layout.margin, []
-    for gap in range(len(stacks) + 1):
+            channels[gap] = channels.get(gap, 0) + 1
+    x, gap_x, channel_x = MARGIN, [], []
+    for gap in range(len(widths) + 1):
         gap_x.append(x)
-        out_zone = _tag_zone(layout, tagged_out[gap - 1]) if gap > 0 else 0
-        in_zone = _tag_zone(layout, tagged_in[gap]) if gap < len(stacks) else 0
-        x += STUB + out_zone + layout.pad
-        for route in in_channels.get(gap, []):
-            route.channel_x[gap] = x + _CHANNEL // 2
-            x += _CHANNEL
-        x += layout.pad + max(in_zone, ARROW + STUB + layout.pad)
-        if gap < len(stacks):
+        if gap > 0:
+            x += max(_tag_zone(tagged["output"][gap - 1], measure), DOT + PAD)
+        channel_x.append(x + PAD / 2)
+        if channels.get(gap):
+            x += PAD + channels[gap] * CHANNEL
+        if gap < len(widths):
+            x += max(_tag_zone(tagged["input"][gap], measure), DOT + ARROW + 2 * PAD)
             x += widths[gap]
-    layout.width = x - layout.margin
-    return gap_x
+    return gap_x, channel_x, x
 
 
-def _place_boxes(spec, layout, stacks, widths, sizes, gap_x, top) -> int:
-    """Every box's rectangle and every port's row; returns the lowest box's bottom."""
-    bottom, row = top, layout.row_height()
-    models = {model.name: model for model in spec.models}
-    for column, stack in enumerate(stacks):
-        x = gap_x[column + 1] - widths[column]  # the column ends where the next gap starts
-        y = top
-        for node in stack:
-            height = sizes[node][1]
-            layout.boxes[node] = Place(column, x, y, widths[column], height)
-            first = y + layout.header_height + layout.pad // 2 + row // 2
-            for i, port in enumerate(models[node].inputs):
-                layout.in_y[f"{node}/{port.name}"] = first + i * row
-                layout.in_x[f"{node}/{port.name}"] = x
-            for i, port in enumerate(models[node].outputs):
-                layout.out_y[f"{node}/{port.name}"] = first + i * row
-                layout.out_x[f"{node}/{port.name}"] = x + widths[column] - 1
-            y += height + 4 * layout.pad
-        bottom = max(bottom, y - 4 * layout.pad)
-    return bottom
+def _place_tags(spec: Spec, layout: Layout, measure: _Measure) -> None:
+    """Pipeline inputs left of their ports, pipeline outputs right of theirs."""
+    for section, kind in ((spec.pipeline.inputs, "input"), (spec.pipeline.outputs, "output")):
+        for node, ports in section.items():
+            for port in ports:
+                place = layout.ports.get((kind, f"{node}/{port}"))
+                if place is None:
+                    continue
+                width = measure.label(place.key, "tag").width + 2 * TAG_PAD
+                if kind == "input":
+                    x = place.x - DOT - LEAD - width
+                    arrow = (x + width, place.x - DOT - 1, place.y)
+                else:
+                    x = place.x + DOT + LEAD
+                    arrow = (place.x + DOT + 1, x, place.y)
+                rect = Rect(x, place.y - TAG_HEIGHT / 2, width, TAG_HEIGHT)
+                label = measure.centred(place.key, "tag", x + TAG_PAD, place.y)
+                layout.tags.append(TagPlace(place.key, kind, rect, label, arrow))
+
+
+def _trace_routes(layout: Layout, channel_x: list[float]) -> None:
+    """Put each route's channels in their gaps (see order_channels) and trace its lines."""
+    in_gap: dict[int, list[Route]] = {}
+    for route in layout.routes:
+        for gap in route.gaps:
+            in_gap.setdefault(gap, []).append(route)
+
+    def source_y(key: str) -> float:
+        return layout.ports["output", key].y
+
+    def target_y(key: str) -> float:
+        return layout.ports["input", key].y
+
+    for gap, members in in_gap.items():
+        for i, route in enumerate(order_channels(members, gap, source_y, target_y)):
+            route.channel_x[gap] = channel_x[gap] + i * CHANNEL + CHANNEL / 2
+    outputs = {tag.key: tag.rect.right for tag in layout.tags if tag.kind == "output"}
+    for route in layout.routes:
+        port = layout.ports["output", route.source]
+        start = (outputs.get(route.source, port.x + DOT + 1), port.y)
+        ends = {}
+        for targets in route.gaps.values():
+            for target in targets:
+                place = layout.ports["input", target]
+                ends[target] = (place.x - DOT - 1 - ARROW + 0.5, place.y)
+        route.trace(start, ends)
