@@ -22,9 +22,10 @@ from typing import Any
 import torch
 
 from leapp.errors import PipelineError
+from leapp.run.output_check import check_outputs
 from leapp.spec import ModelSpec, Spec, TensorSpec
 
-__all__ = ["Model", "check_outputs", "check_value", "load_model", "port_check"]
+__all__ = ["Model", "check_value", "load_model", "port_check"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,14 @@ class Model:
         against its port (the ROS node does, message by message): the data path."""
         with torch.no_grad():
             return self._call(inputs)
+
+    def output_dtypes(self) -> list[torch.dtype]:
+        """The torch dtype of each output port (for :func:`leapp.run.output_check.check_outputs`).
+
+        Raises:
+            PipelineError: an output port of a dtype torch does not know.
+        """
+        return [port_check(self.name, port)[1] for port in self.outputs]
 
     def __repr__(self) -> str:
         return f"Model(name={self.name!r}, backend={self.backend!r}, path={str(self.path)!r})"
@@ -187,39 +196,6 @@ def _warm_up(model: Model, inputs: Sequence[torch.Tensor] | None) -> None:
         )
         return
     check_outputs(model, results, "zeros of its input shapes" if on_zeros else "its inputs")
-
-
-def check_outputs(model: Model, results: Sequence[torch.Tensor], on: str) -> None:
-    """Raise :class:`PipelineError` unless ``results`` (of a run on ``on``) have the count,
-    dtypes and shapes of the spec's outputs."""
-    expected = [port_check(model.name, port) for port in model.outputs]
-    if len(results) != len(expected):
-        raise PipelineError(
-            f"node {model.name!r}: the artifact {str(model.path)!r} returns {len(results)} "
-            f"outputs, the spec lists {len(expected)} {[p.name for p in model.outputs]}; "
-            "re-export the node"
-        )
-    for (port, dtype, shape), value in zip(expected, results, strict=True):
-        if value.dtype is not dtype:
-            raise PipelineError(
-                f"node {model.name!r}: output {port!r} of {str(model.path)!r} is "
-                f"{_dtype_name(value.dtype)}, the spec says {_dtype_name(dtype)}; re-export "
-                "the node"
-            )
-        if value.shape != shape:
-            found = f"{_dtype_name(value.dtype)} {list(value.shape)}"
-            cause = (
-                "either the artifact is not the one this spec describes (re-export the node), "
-                "or its output shape depends on the input values (nonzero, masked_select, "
-                "unique, ...), which a spec with fixed shapes cannot describe: compute a "
-                "fixed-size result instead (a mask, torch.where, a padded tensor)"
-                if on.startswith("zeros")
-                else "re-export the node"
-            )
-            raise PipelineError(
-                f"node {model.name!r}: output {port!r} of {str(model.path)!r} is {found} on "
-                f"{on}, the spec says {_dtype_name(dtype)} {list(shape)}; {cause}"
-            )
 
 
 def _load_jit(path: Path, model: ModelSpec) -> _Call:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from leapp.errors import PipelineError
+from leapp.run.output_check import check_outputs
 from leapp.spec import ModelSpec, Spec, TensorSpec
 
 __all__ = ["BoundRun", "OnnxModel", "load_onnx", "session_options"]
@@ -168,6 +169,11 @@ class OnnxModel:
             self.call = bound.call
         return agrees
 
+    def output_dtypes(self) -> list[np.dtype]:
+        """The NumPy dtype of each output port (for
+        :func:`leapp.run.output_check.check_outputs`)."""
+        return [_dtype(self, port) for port in self.outputs]
+
     def __repr__(self) -> str:
         return f"OnnxModel(name={self.name!r}, path={str(self.path)!r})"
 
@@ -225,18 +231,7 @@ def _warm_up(model: OnnxModel) -> bool:
             " ".join(str(e).split())[:300],
         )
         return False
-    if len(results) != len(model.outputs):
-        raise PipelineError(
-            f"node {model.name!r}: the artifact {str(model.path)!r} returns {len(results)} "
-            f"outputs, the spec lists {len(model.outputs)}; re-export the node"
-        )
-    for port, value in zip(model.outputs, results, strict=True):
-        if value.dtype != _dtype(model, port) or value.shape != tuple(port.shape):
-            raise PipelineError(
-                f"node {model.name!r}: output {port.name!r} of {str(model.path)!r} is "
-                f"{value.dtype} {list(value.shape)} on zeros of its input shapes, the spec says "
-                f"{port.dtype} {list(port.shape)}; re-export the node"
-            )
+    check_outputs(model, results, "zeros of its input shapes")
     return True
 
 

@@ -167,7 +167,7 @@ def _smoke_on_zeros(loaded) -> None:
     singular matrix for a Cholesky factorization), so an exception is only a warning; outputs of
     another shape than the spec's prove that the shapes depend on the values, which no spec
     describes, and fail validation."""
-    from leapp.run.model import check_outputs
+    from leapp.run.output_check import check_outputs
 
     zeros = [torch.zeros(port.shape, dtype=_dtype(port.dtype)) for port in loaded.inputs]
     try:
