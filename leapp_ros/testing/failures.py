@@ -5,9 +5,16 @@ from __future__ import annotations
 import collections
 import io
 from collections.abc import Mapping
-from typing import TextIO
+from typing import Any, TextIO
 
-__all__ = ["OUTPUT_LINES", "GraphAssertionError", "OutputLines", "StepTimeoutError"]
+__all__ = [
+    "OUTPUT_LINES",
+    "GraphAssertionError",
+    "OutputLines",
+    "StepTimeoutError",
+    "output_tail",
+    "step_timeout",
+]
 
 OUTPUT_LINES = 400
 
@@ -39,3 +46,25 @@ class OutputLines(io.TextIOBase):
         if self._forward is not None:
             self._forward.write(text)
         return len(text)
+
+
+def output_tail(lines: OutputLines, count: int = 30) -> str:
+    """The last ``count`` lines the graph wrote, indented under a heading ('' when none)."""
+    tail = "".join(f"\n    {line}" for line in list(lines.lines)[-count:])
+    return f"\n  the nodes' last output lines:{tail}" if tail else ""
+
+
+def step_timeout(
+    outputs: Mapping[str, tuple[str, Any, list[Any]]],
+    awaited: list[str],
+    before: Mapping[str, int],
+    timeout_s: float,
+) -> StepTimeoutError:
+    """The error of a step whose ``awaited`` outputs (keys of ``outputs``: ``(topic, reader,
+    inbox)``) got no message beyond the ``before`` counts within ``timeout_s``."""
+    new = {key: len(inbox) - before[key] for key, (_, _, inbox) in outputs.items()}
+    missing = tuple(outputs[key][0] for key in awaited if new[key] == 0)
+    received = {outputs[key][0]: count for key, count in new.items() if count}
+    got = ", ".join(f"{topic} ({count})" for topic, count in received.items()) or "nothing"
+    message = f"no message on {', '.join(missing)} within {float(timeout_s)} s; received: {got}"
+    return StepTimeoutError(message, missing, received)

@@ -21,7 +21,13 @@ from leapp_ros.messages.multiarray import MessageError
 from leapp_ros.plan.pipeline import PipelinePlan
 from leapp_ros.run.processes import load_plan, plan_processes
 from leapp_ros.run.runner import RunningGraph
-from leapp_ros.testing.failures import GraphAssertionError, OutputLines, StepTimeoutError
+from leapp_ros.testing.failures import (
+    GraphAssertionError,
+    OutputLines,
+    StepTimeoutError,
+    output_tail,
+    step_timeout,
+)
 from leapp_ros.testing.probe import Probe, claim_domain_id, ros_env
 from leapp_ros.testing.topics import (
     InputSender,
@@ -171,7 +177,7 @@ class GraphUnderTest:
             reason = failure or "a process did not exit cleanly on SIGINT"
             raise GraphAssertionError(
                 f"graph {self.plan.namespace} stopped with exit code {code}: {reason}"
-                f"{self._output_tail()}"
+                f"{output_tail(self._lines)}"
             )
 
     @property
@@ -326,7 +332,7 @@ class GraphUnderTest:
             if time.monotonic() > deadline:
                 raise GraphAssertionError(
                     f"graph {self.plan.namespace} was not ready within {self.timeout_s} s; "
-                    f"still waiting for {', '.join(late)}{self._output_tail()}"
+                    f"still waiting for {', '.join(late)}{output_tail(self._lines)}"
                 )
             self.probe.executor.spin_once(timeout_sec=0.05)
         self.probe.spin_for(_SETTLE_S)
@@ -393,7 +399,7 @@ class GraphUnderTest:
             self._check_alive()
             now = time.monotonic()
             if now - start > timeout_s:
-                raise self._timeout(awaited, before, timeout_s)
+                raise step_timeout(self._outputs, awaited, before, timeout_s)
             if messages and self._rerun_safe and now > resend_at:
                 resend_at = now + _RESEND_S
                 new = {k for k, (_, _, inbox) in self._outputs.items() if len(inbox) > before[k]}
@@ -403,18 +409,6 @@ class GraphUnderTest:
                         publisher.publish(message)
             self.probe.executor.spin_once(timeout_sec=_SLICE_S)
 
-    def _timeout(
-        self, awaited: list[str], before: Mapping[str, int], timeout_s: float
-    ) -> StepTimeoutError:
-        new = {key: len(inbox) - before[key] for key, (_, _, inbox) in self._outputs.items()}
-        missing = tuple(self._outputs[key][0] for key in awaited if new[key] == 0)
-        received = {self._outputs[key][0]: count for key, count in new.items() if count}
-        got = ", ".join(f"{topic} ({count})" for topic, count in received.items()) or "nothing"
-        message = (
-            f"no message on {', '.join(missing)} within {float(timeout_s)} s; received: {got}"
-        )
-        return StepTimeoutError(message, missing, received)
-
     def _output(self, key: str) -> tuple[str, OutputReader, list[Any]]:
         entry = self._outputs.get(key)
         if entry is None:
@@ -423,7 +417,3 @@ class GraphUnderTest:
                 f"{', '.join(self._outputs)}"
             )
         return entry
-
-    def _output_tail(self, count: int = 30) -> str:
-        tail = "".join(f"\n    {line}" for line in list(self._lines.lines)[-count:])
-        return f"\n  the nodes' last output lines:{tail}" if tail else ""
