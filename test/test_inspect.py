@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -122,3 +124,44 @@ def test_describe_plan_can_leave_out_the_spec_path(seed_export):
     plan = load_plan(seed_export)
     assert str(plan.spec_path) in describe_plan(plan)
     assert str(seed_export) not in describe_plan(plan, show_spec_path=False)
+
+
+def test_inspect_picture_draws_the_png_and_svg_into_the_folder_given(
+    seed_export, tmp_path, capsys
+):
+    from PIL import Image
+
+    out = inspect(capsys, str(seed_export), "--picture", str(tmp_path / "pictures"))
+    assert section(out, "publishers")  # the plan is printed as without --picture
+    png, svg = (
+        tmp_path / "pictures" / "torch_pipeline.png",
+        tmp_path / "pictures" / "torch_pipeline.svg",
+    )
+    with Image.open(png) as image:
+        assert image.format == "PNG" and image.width > 400
+    written = {t.text for t in ET.parse(svg).getroot().iter("{http://www.w3.org/2000/svg}text")}
+    assert {"preprocess", "policy", "obs", "action"} <= written
+
+
+def test_inspect_picture_without_a_path_draws_into_the_current_folder(
+    seed_export, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    inspect(capsys, str(seed_export), "--picture")
+    assert (tmp_path / "torch_pipeline.png").is_file()
+    assert (tmp_path / "torch_pipeline.svg").is_file()
+
+
+def test_inspect_picture_with_a_png_path_writes_the_svg_beside_it(seed_export, tmp_path, capsys):
+    inspect(capsys, str(seed_export), "--picture", str(tmp_path / "graph.png"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["graph.png", "graph.svg"]
+
+
+def test_inspect_picture_without_pillow_exits_2_naming_what_to_install(
+    seed_export, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setitem(sys.modules, "PIL", None)  # `import PIL` raises ImportError
+    assert main(["inspect", str(seed_export), "--picture", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert "pip install 'leapp_ros[picture]'" in captured.err
+    assert captured.out == "" and not list(tmp_path.iterdir())

@@ -23,6 +23,7 @@ Further subcommands (``inspect``, ``generate``, ``verify``) register themselves 
 as ``run``: one ``_add_<name>`` function each::
 
     leapp-ros inspect exports/torch_pipeline [--namespace NS]     # nodes, topics, QoS
+    leapp-ros inspect exports/torch_pipeline --picture docs/      # also its picture, PNG + SVG
     leapp-ros generate exports/torch_pipeline --out ros2_ws/src   # a ROS 2 package
     leapp-ros verify exports/torch_pipeline [--composed|--fused]  # replay the examples
     leapp-ros verify exports/nvidia_export --ticks 50 --seed 3    # no examples: random inputs
@@ -181,16 +182,45 @@ def _add_inspect(commands: argparse._SubParsersAction) -> None:
         type=Path,
         help="the nodes' ROS 2 parameters YAML: its ports.<port>.* overrides change messages",
     )
+    inspect.add_argument(
+        "--picture",
+        nargs="?",
+        const=Path("."),
+        type=Path,
+        metavar="PATH",
+        help="also draw the pipeline picture: PATH/<name>.png and .svg when PATH is a folder "
+        "(default: the current one), else PATH with .png and .svg; needs Pillow",
+    )
     inspect.set_defaults(handler=_inspect)
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from leapp.spec.picture import require_pillow
     from leapp_ros.run.processes import load_plan
     from leapp_ros.tools.inspection import describe_plan
 
+    if args.picture is not None:
+        require_pillow()  # before anything is printed: a missing Pillow exits 2, saying why
     plan = load_plan(args.export, args.namespace, params_file=args.params_file)
     sys.stdout.write(describe_plan(plan))
+    if args.picture is not None:
+        files = _draw_picture(plan.spec_path, args.picture)
+        print(f"{PROG} inspect: drew {files.png} and {files.svg}", file=sys.stderr)
     return 0
+
+
+def _draw_picture(spec_path: Path, target: Path):
+    """Write the picture of the spec at ``spec_path`` as ``target`` says (see --picture)."""
+    from leapp import spec as spec_module
+    from leapp.spec.picture import write_picture
+
+    spec = spec_module.load(spec_path, verify_checksums=False)  # load_plan verified them
+    if target.suffix.lower() in (".png", ".svg"):
+        png = target.with_suffix(".png")
+    else:
+        png = target / f"{spec.name}.png"
+    png.parent.mkdir(parents=True, exist_ok=True)
+    return write_picture(spec, png)
 
 
 def _add_generate(commands: argparse._SubParsersAction) -> None:
