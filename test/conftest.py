@@ -59,7 +59,13 @@ _LEAKS = pytest.StashKey[list[str]]()
 def pytest_configure(config):
     """Orphans of the processes a test starts (a node whose launcher died, a daemon) are
     re-parented to this pytest process instead of init, so no module can leave one behind
-    unseen (Linux; elsewhere the check below sees direct children only)."""
+    unseen (Linux; elsewhere the check below sees direct children only).
+
+    And SIGINT works in the processes the tests start, which many tests stop with it: a run
+    started as a background job of a shell without job control inherits SIGINT ignored, and
+    an ignored signal stays ignored across exec (``ros2 launch`` then never sees it)."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config.stash[_LEAKS] = []
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)

@@ -438,6 +438,10 @@ def _serve(mode: str, root: Path) -> None:
             built = next(all_cases({key}))
             cases[key] = built if isinstance(built, Case) else None
         case = cases[key]
+        # Each case starts from the same global torch state, whichever worker runs it and
+        # whatever case ran there before (a case that failed inside a no_grad region of
+        # torch.export can leave grad mode off, and the next case would export differently).
+        torch.set_grad_enabled(True)
         if case is None:
             result = Result("skipped", "not a case here")
         else:

@@ -285,20 +285,31 @@ def test_leaving_the_block_stops_every_process(seed):
 # --- isolation and priming of hand-made test graphs -------------------------------------------
 
 
+def _free_ids(count: int) -> list[int]:
+    """``count`` domain ids no one holds right now (other tests of this run hold some)."""
+    claimed = [claim_domain_id() for _ in range(count)]
+    for _, lock in claimed:
+        lock.close()
+    return [domain_id for domain_id, _ in claimed]
+
+
 def test_a_reserved_domain_is_never_the_environments_own(monkeypatch):
     # Anything started without isolation (a shell's tool, a ros2 daemon) lands in the domain of
     # the environment: no test is handed that one.
-    monkeypatch.setenv("ROS_DOMAIN_ID", "7")
-    with reserve_domain_id(range(7, 9)) as domain_id:
-        assert domain_id == 8
+    own, other = _free_ids(2)
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(own))
+    for _ in range(5):
+        with reserve_domain_id([own, other]) as domain_id:
+            assert domain_id == other
 
 
 def test_domain_locks_are_shared_by_runs_with_different_temporary_folders(monkeypatch, tmp_path):
+    ids = _free_ids(2)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     tempfile.tempdir = None  # tempfile caches TMPDIR
     try:
-        with reserve_domain_id(range(3, 5)) as first:
-            held, lock = claim_domain_id(range(3, 5))
+        with reserve_domain_id(ids) as first:
+            held, lock = claim_domain_id(ids)
             lock.close()
             assert held != first and (LOCK_FOLDER / f"{first}.lock").is_file()
     finally:
@@ -339,3 +350,14 @@ def test_priming_stops_as_soon_as_the_check_fails():
         silent = probe.subscribe("/primed/silent", Float32MultiArray)
         with pytest.raises(AssertionError, match="exited with 1"):
             prime(probe, lambda: None, [silent], 30.0, check=dead)
+
+
+def test_processes_started_by_the_tests_can_be_stopped_with_sigint():
+    # conftest: a run started as a background job inherits SIGINT ignored; its children would
+    # too, and ros2 launch (woken by Python's own SIGINT handler) would never stop.
+    import subprocess
+    import sys
+
+    child = "import signal; print(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)"
+    result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
+    assert result.stdout.strip() == "False", result.stderr
