@@ -12,7 +12,8 @@ Sub-packages, bottom to top; each imports only those below it (``test/test_layou
 - :mod:`leapp.trace.arrays`: NumPy tracing.
   :class:`~leapp.trace.arrays.array.TracedArray`, the traced NumPy value; NumPy calls recorded
   as their torch equivalents (:mod:`~leapp.trace.arrays.numpy_recorder`, from the table in
-  :mod:`leapp.numpy`; :mod:`~leapp.trace.arrays.indexing` for indexing and item assignment);
+  :mod:`leapp.numpy`; :mod:`~leapp.trace.arrays.indexing` for indexing and item assignment,
+  :mod:`~leapp.trace.arrays.writes` for writes into traced arrays and the views they change);
   ``torch.from_numpy`` / ``np.asarray`` keep the trace (:mod:`~leapp.trace.arrays.crossing`);
   NumPy values between nodes and ``annotate.mirror_leapp_tags``
   (:mod:`~leapp.trace.arrays.handover`);
@@ -29,7 +30,8 @@ Sub-packages, bottom to top; each imports only those below it (``test/test_layou
   :mod:`~leapp.trace.pipeline.sources`, where each declared input comes from and what it may
   not be; :mod:`~leapp.trace.pipeline.states`, the rules for ``state_tensors`` /
   ``update_state``; :mod:`~leapp.trace.pipeline.buffers`, ``annotate.register_buffer`` and
-  ``annotate.module``'s buffers.
+  ``annotate.module``'s buffers; :mod:`~leapp.trace.pipeline.reruns`, a node's later runs
+  checked against its first.
 
 Modules beside them, used by all: :mod:`leapp.trace.location`, the user's file and line, for
 error messages; for the annotations, :mod:`leapp.trace.payload`, what they accept (dicts, nested

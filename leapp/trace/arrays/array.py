@@ -12,7 +12,7 @@ node's ``torch.fx`` graph, so every exported artifact is a torch graph::
 Interception uses NumPy's documented protocols: ``__array_ufunc__`` (ufuncs and operators),
 ``__array_function__`` (``np.concatenate``, ``np.sum``...), plus the ndarray methods, indexing
 and item assignment defined here. The recording itself lives in
-:mod:`leapp.trace.arrays.numpy_recorder`.
+:mod:`leapp.trace.arrays.numpy_recorder`, and for writes in :mod:`leapp.trace.arrays.writes`.
 
 Crossing to torch keeps the trace: ``torch.from_numpy(a)`` / ``torch.as_tensor(a)`` return a
 :class:`~leapp.trace.tensors.tensor.TracedTensor` on the same graph node (see
@@ -61,6 +61,12 @@ def _trace_module():
     return numpy_recorder
 
 
+def _writes_module():
+    from leapp.trace.arrays import writes
+
+    return writes
+
+
 class TracedArray(np.ndarray):
     """An array owned by one run of one pipeline node.
 
@@ -85,9 +91,13 @@ class TracedArray(np.ndarray):
         self._leapp_derived = getattr(obj, "_leapp_derived", None)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if "out" in kwargs:  # NumPy passes out= only when it names an array
+            return _writes_module().call_ufunc_out(ufunc, method, inputs, kwargs)
         return _trace_module().call_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
+        if func is np.copyto:
+            return _writes_module().copyto(*args, **kwargs)
         return _trace_module().call_function(func, args, kwargs)
 
     # ------------------------------------------------------------- indexing and writes
@@ -95,10 +105,10 @@ class TracedArray(np.ndarray):
         return _trace_module().getitem(self, key)
 
     def __setitem__(self, key, value) -> None:
-        _trace_module().assign(self, key, value, "item assignment")
+        _writes_module().assign(self, key, value, "item assignment")
 
     def fill(self, value) -> None:
-        _trace_module().assign(self, Ellipsis, value, "ndarray.fill")
+        _writes_module().assign(self, Ellipsis, value, "ndarray.fill")
 
     def __iter__(self):
         if self.ndim == 0:

@@ -12,10 +12,8 @@ Every NumPy call that reaches a :class:`~leapp.trace.arrays.array.TracedArray` g
    promotion differs from NumPy's, and values that disagree raise a :class:`TraceError`;
 4. NumPy's result comes back as a TracedArray on the torch result's node.
 
-Writes (``a[i] = v``, ``a += 1``, ``out=``, ``np.copyto``) are recorded functionally: the
-written array is rebound to a new node, and so is every other traced array of the node that
-shares its memory (a view NumPy updates as well), so views behave exactly as in NumPy. A view
-whose elements cannot be matched to the written ones is marked stale: using it raises.
+Writes (``a[i] = v``, ``a += 1``, ``out=``, ``np.copyto``) are recorded by
+:mod:`leapp.trace.arrays.writes` on top of these.
 """
 
 from __future__ import annotations
@@ -32,7 +30,7 @@ from leapp.errors import LeappError, TraceError
 from leapp.numpy import functions, ufuncs
 from leapp.numpy.operands import UnsupportedFormError, constant_tensor, torch_dtype
 from leapp.trace.arrays import indexing
-from leapp.trace.arrays.array import TracedArray, live_arrays, rebind, tensor_view, wrap_array
+from leapp.trace.arrays.array import TracedArray, rebind, tensor_view, wrap_array
 from leapp.trace.arrays.handover import arrays_outside_nodes, written_outside
 from leapp.trace.location import user_location
 from leapp.trace.tensors.operation import NUMBER_HINT, Operation
@@ -44,13 +42,12 @@ from leapp.trace.tensors.recorder import (
 )
 from leapp.trace.tensors.tensor import TracedTensor, wrap
 
-__all__ = ["assign", "call_function", "call_ufunc", "getitem", "run"]
+__all__ = ["call_function", "call_ufunc", "getitem", "run", "ufunc_name"]
 
 _BRANCH_HINT = (
     "Express the choice with array operations instead, e.g. np.where(cond, a, b), np.clip, or "
     "masks."
 )
-_WRITE_HINT = "Write into a traced array (np.zeros_like(traced)) or compute out of place."
 
 
 def run(what: str, numpy_call: Callable, translate: Callable | None, args: tuple, kwargs=None):
@@ -268,39 +265,23 @@ def call_function(func: Any, args: tuple, kwargs: dict) -> Any:
         return func(*plain_args, **plain_kwargs)
     if func in functions.PYTHON_VALUES:
         return _python_value_call(what, func, args, kwargs)
-    if func is np.copyto:
-        return _copyto(*args, **kwargs)
     return run(what, func, functions.FUNCTIONS.get(func), args, kwargs)
 
 
 def call_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
-    """``__array_ufunc__``: a ufunc (or operator) applied to at least one TracedArray."""
-    what = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
-    out = kwargs.pop("out", None)
-    numpy_call = getattr(ufunc, method)
+    """``__array_ufunc__``: a ufunc (or operator) applied to at least one TracedArray, with no
+    ``out=`` (:func:`leapp.trace.arrays.writes.call_ufunc_out` records those)."""
+    what = ufunc_name(ufunc, method)
     translate = ufuncs.ufunc_translation(ufunc, method, inputs, kwargs)
-    if out is None:
-        results = run(what, numpy_call, translate, inputs, kwargs)
-        if any(isinstance(i, torch.Tensor) for i in inputs):
-            return _wrap_as_tensor(results)
-        return results
-    out = out if isinstance(out, tuple) else (out,)
-    if owner(what, (inputs, kwargs, out)) is None:
-        plain_inputs, plain_kwargs, plain_out = plain((inputs, kwargs, out))
-        numpy_call(*plain_inputs, out=plain_out, **plain_kwargs)
-        for target in out:
-            written_outside(target, f"{what}(out=...)")
-        return out[0] if len(out) == 1 else out
-    results = run(what, numpy_call, translate, inputs, kwargs)
-    results = results if isinstance(results, tuple) else (results,)
-    for target, result in zip(out, results, strict=True):
-        if target is None:
-            continue
-        if not np.can_cast(result.dtype, target.dtype, "same_kind"):
-            plain_inputs, plain_kwargs = plain((inputs, kwargs))  # NumPy raises its own error
-            numpy_call(*plain_inputs, out=tuple(np.empty_like(o) for o in out), **plain_kwargs)
-        assign(target, Ellipsis, result, f"{what}(out=...)")
-    return out[0] if len(out) == 1 else out
+    results = run(what, getattr(ufunc, method), translate, inputs, kwargs)
+    if any(isinstance(i, torch.Tensor) for i in inputs):
+        return _wrap_as_tensor(results)
+    return results
+
+
+def ufunc_name(ufunc: np.ufunc, method: str) -> str:
+    """How messages name a ufunc call: ``numpy.add``, ``numpy.add.reduce``."""
+    return f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
 
 
 def _wrap_as_tensor(results: Any) -> Any:
@@ -324,64 +305,6 @@ def getitem(array: TracedArray, key: Any) -> Any:
         return indexing.index(x, key, torch_key)
 
     return run("indexing", operator.getitem, translate, (array, key))
-
-
-def assign(target: Any, key: Any, value: Any, what: str) -> None:
-    """``target[key] = value``, recorded out of place: ``target`` is rebound to a new node.
-
-    Every other traced array of the node that shares memory with ``target`` (a view NumPy
-    updates as well) is rebound too, to its old value with the written elements gathered from
-    ``target``'s new one; the elements are matched by their memory addresses.
-    """
-    trace = owner(what, (target, key, value))
-    if trace is None:
-        plain_target, plain_key, plain_value = plain((target, key, value))
-        plain_target[plain_key] = plain_value
-        written_outside(target, what)
-        return
-    if not isinstance(target, TracedArray) or target._leapp_trace is not trace:
-        raise TraceError(
-            f"node {trace.node!r}: {what} at {user_location()} writes traced values into an "
-            f"array that is not traced, which NumPy gives leapp no way to follow. Register it "
-            f"with annotate.register_buffer({trace.node!r}, {{'name': array}}) and write into "
-            f"the array it returns. {_WRITE_HINT}"
-        )
-    key = indexing.normalize_key(key)
-    base, torch_key, torch_value = to_torch((target, key, value))
-    new = translated(trace, what, indexing.assign, base, key, torch_key, torch_value)
-    views = [
-        (other, translated(trace, what, _propagated, other, target, new))
-        for other in live_arrays(trace)
-        if other is not target
-        and other._leapp_node is not None
-        and other._leapp_stale is None
-        and _overlap(other, target)
-    ]  # computed before NumPy writes: the torch views still hold the old values
-    plain_target, plain_key, plain_value = plain((target, key, value))
-    plain_target[plain_key] = plain_value  # NumPy's own write, after torch read the inputs
-    rebind(target, result_node(trace, what, plain_target, new))
-    for other, updated in views:
-        if updated is None:
-            other._leapp_stale = user_location()
-        else:
-            rebind(other, result_node(trace, what, other.view(np.ndarray), updated))
-
-
-def _propagated(other: TracedArray, target: TracedArray, new: torch.Tensor) -> Any:
-    return indexing.propagate(tensor_view(other), other, target, new)
-
-
-def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
-    try:
-        return np.shares_memory(a.view(np.ndarray), b.view(np.ndarray), max_work=10_000)
-    except Exception:  # TooHardError: assume they overlap
-        return True
-
-
-def _copyto(dst, src, casting="same_kind", where=True):
-    if where is not True:
-        refuse(dst, "numpy.copyto(where=...)", "use np.where(mask, src, dst)")
-    assign(dst, Ellipsis, src, "numpy.copyto")
 
 
 def astype(array: TracedArray, dtype: Any, *, order: str, casting: str, copy: bool) -> Any:

@@ -25,7 +25,7 @@ from leapp.errors import ExportError, GraphError, PortTypeError, SessionError, T
 from leapp.trace.arrays import crossing
 from leapp.trace.arrays.array import is_live, port_tensor, port_tensors, traced_input
 from leapp.trace.location import user_location
-from leapp.trace.pipeline import buffers, sources, states
+from leapp.trace.pipeline import buffers, reruns, sources, states
 from leapp.trace.scripts import script_calls
 from leapp.trace.tensors.recorder import NodeTrace
 from leapp.trace.tensors.tensor import TracedTensor, plain_again
@@ -287,8 +287,7 @@ class Recording:
         del self.open[node]
         runs = self.runs[node]
         if runs:
-            _check_same_structure(runs[0], trace)
-            _check_same_semantics(runs[0], trace)
+            reruns.check_rerun(runs[0], trace)
         else:
             self.order.append(node)
         runs.append(trace)
@@ -385,37 +384,3 @@ def _static(static_outputs: Any) -> tuple[dict[str, torch.Tensor], set[str]]:
     if isinstance(static_outputs, Mapping):
         return dict(static_outputs), set(static_outputs)
     return {}, set(static_outputs)
-
-
-def _check_same_semantics(first: NodeTrace, again: NodeTrace) -> None:
-    """A node that runs again must describe its ports as its first run did."""
-    for role in ("input", "output"):
-        before, now = getattr(first, f"{role}_semantics"), getattr(again, f"{role}_semantics")
-        changed = [p for p in dict.fromkeys([*before, *now]) if before.get(p) != now.get(p)]
-        if changed:
-            port = changed[0]
-            raise GraphError(
-                f"node {first.node!r} ran again at {again.location} with different semantics "
-                f"for {role} {port!r} than its first run at {first.location} (first "
-                f"{before.get(port) or 'none'}, now {now.get(port) or 'none'}); one exported "
-                "port has one meaning: pass the same TensorSemantics on every run."
-            )
-
-
-def _check_same_structure(first: NodeTrace, again: NodeTrace) -> None:
-    """A node that runs again must record the same graph; otherwise the names collide."""
-
-    def signature(trace: NodeTrace):
-        ops = [(n.op, str(n.target)) for n in trace.graph.nodes if n.op != "get_attr"]
-        ports = [(k, tuple(v.shape), v.dtype) for k, v in trace.input_examples.items()]
-        outs = [(k, tuple(v.shape), v.dtype) for k, v in trace.output_examples.items()]
-        return ops, ports, outs
-
-    if signature(first) != signature(again):
-        raise GraphError(
-            f"node {first.node!r} ran again at {again.location} but recorded a different graph "
-            f"or different ports than its first run at {first.location}. If these are two "
-            "different nodes, give them different names; if it is one node, its Python control "
-            "flow or input shapes changed between runs, which one exported graph cannot "
-            "represent."
-        )
