@@ -54,24 +54,27 @@ def test_malformed_and_nonfinite_inputs_are_dropped_counted_and_the_node_goes_on
 
     before = fused_graph.status()["preprocess"]
     publisher = fused_graph.probe.publisher("/torch_pipeline/preprocess/state", Float32MultiArray)
-    fused_graph.probe.wait_matched(publisher)
+    partner = fused_graph.probe.publisher("/torch_pipeline/preprocess/velocity", Float32MultiArray)
+    for endpoint in (publisher, partner):
+        fused_graph.probe.wait_matched(endpoint)
+
+    def counted(counter: str, what: str) -> None:
+        fused_graph.probe.spin_until(
+            lambda: fused_graph.status()["preprocess"][counter] == before[counter] + 1, 5, what
+        )
+        before[counter] += 1
+
     # one at a time: the input keeps only the last message, so a second one sent at once
-    # could replace the first before the node takes it
+    # could replace the first before the node takes it; each bad state comes with its
+    # velocity, and the pair is dropped whole
     publisher.publish(Float32MultiArray(data=array.array("f", [1.0] * 5)))  # 5 of 6 values
-    fused_graph.probe.spin_until(
-        lambda: fused_graph.status()["preprocess"]["dropped"] == before["dropped"] + 1,
-        5,
-        "the fused node to count one malformed message",
-    )
+    counted("dropped", "the fused node to count one malformed message")
+    partner.publish(Float32MultiArray(data=array.array("f", [0.0] * 3)))
+    counted("incomplete_sets", "the fused node to drop the malformed message's set")
     publisher.publish(Float32MultiArray(data=array.array("f", [math.nan] * 6)))
-    fused_graph.probe.spin_until(
-        lambda: (
-            fused_graph.status()["preprocess"]["nonfinite_inputs"]
-            == before["nonfinite_inputs"] + 1
-        ),
-        5,
-        "the fused node to count one NaN message",
-    )
+    counted("nonfinite_inputs", "the fused node to count one NaN message")
+    partner.publish(Float32MultiArray(data=array.array("f", [0.0] * 3)))
+    counted("incomplete_sets", "the fused node to drop the NaN message's set")
     state, velocity = torch.randn(6), torch.randn(3)
     out = fused_graph.step({"preprocess/state": state, "preprocess/velocity": velocity})
     torch.testing.assert_close(out["policy/action"], eager_seed(seed, state, velocity)[1])

@@ -333,10 +333,17 @@ class TestDtypesStateAndMalformed:
         else:
             bad.layout.data_offset = 2
         before = len(entry.inbox)
-        entry.publisher.publish(bad)
         node = f"n_{dtype}"
+        spoilt = graph.status[node].get("incomplete_sets", 0)
+        entry.publisher.publish(bad)
         graph.probe.spin_until(
             lambda: graph.status[node]["dropped"] == 1, 5, f"{node} to count the drop"
+        )
+        # the bad cube's partner completes its set, which is dropped whole, not answered
+        partner = graph.ports[dtype, "scalar"]
+        partner.publisher.publish(partner.codec.to_message(sample(dtype, ())))
+        graph.probe.spin_until(
+            lambda: graph.status[node]["incomplete_sets"] == spoilt + 1, 5, "the dropped set"
         )
         scalar = sample(dtype, ())
         self.send(graph, dtype, scalar, good)

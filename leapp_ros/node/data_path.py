@@ -5,6 +5,9 @@
 its status record; :meth:`NodeData.input_callback` makes what a subscription or the
 intra-process bus calls with each message (decode, drop and count a malformed one or one
 holding NaN/inf, store the values and their arrival times, fire once every trigger has come);
+a node fires on one *set* of its triggering inputs, and a message it rejects spoils the set it
+belongs to, which is then dropped whole (``incomplete_sets``) rather than completed with a
+partner from another instant;
 :meth:`NodeData.report_model_error` and :meth:`NodeData.report_nonfinite_outputs` count and
 log a run that publishes nothing.
 
@@ -24,6 +27,7 @@ from leapp.spec import Spec
 from leapp_ros.messages.multiarray import MessageError
 from leapp_ros.messages.topic_io import TopicReader, float_ports, nonfinite
 from leapp_ros.node.rate_limited_log import one_line
+from leapp_ros.node.stamp_sync import StampSync, stamp_ns
 from leapp_ros.plan.pipeline import NodePlan, PipelinePlan
 from leapp_ros.plan.settings import initial_values
 
@@ -37,6 +41,7 @@ COUNTERS = (
     "errors",
     "nonfinite_inputs",
     "nonfinite_outputs",
+    "incomplete_sets",
 )
 
 Warn = Callable[[str, str], None]  # (rate-limiting key, text): the node's _warn
@@ -59,6 +64,7 @@ class NodeData:
     errors: int = 0
     nonfinite_inputs: int = 0
     nonfinite_outputs: int = 0
+    incomplete_sets: int = 0
 
     @classmethod
     def load(
@@ -103,11 +109,13 @@ class NodeData:
         keys: Sequence[Hashable],
         stamps: Any,
         pending: set[Any],
+        rejected: set[Any],
         triggers: Collection[Hashable],
         fire: Callable[[float], None],
         warn: Warn,
         check_nonfinite: bool,
         skip: Callable[[str], bool] | None = None,
+        sync: StampSync | None = None,
     ) -> Callable[[Any], None]:
         """What the subscription of ``reader`` calls with each message.
 
@@ -116,41 +124,36 @@ class NodeData:
             read: one value per port of the reader from a message (``reader.read``; for the
                 intra-process bus, the value handed over, once per port).
             keys: each port's key in ``stamps`` (a list or dict of arrival times) and
-                ``pending`` (the keys a tick still waits for).
+                ``pending`` (the keys the set being gathered still waits for).
+            rejected: the keys whose message the set being gathered had to reject: once
+                every trigger came, such a set is dropped and counted, not fired.
             triggers: the keys that fire the node once none is pending (none when it runs on
                 a timer); ``fire(now)`` then runs it.
             warn: the node's rate-limited warning (key, text).
             check_nonfinite: drop a message whose float values hold NaN/inf (counted).
             skip: whether to ignore a message on the resolved topic, asked first (the
                 middleware's copy of a value the intra-process bus delivered already).
+            sync: with ``sync: exact | approximate``, what gathers the triggering inputs by
+                header stamp instead of ``pending`` (see :mod:`leapp_ros.node.stamp_sync`).
         """
-        data, inputs, values = self, self.plan.inputs, self.values
-        topic, indices = reader.topic or "", reader.indices
-        slots = list(zip(indices, keys, strict=True))
+        values, slots = self.values, list(zip(reader.indices, keys, strict=True))
         fire_keys = [key for key in keys if key in triggers]
-        floats = float_ports(inputs)
-        check = [n for n, index in enumerate(indices) if index in floats and check_nonfinite]
+        decode = self._decoder(reader, read, warn, check_nonfinite)
+        if sync is not None and fire_keys:
+            return self._synced_callback(reader, decode, slots, stamps, sync, fire, skip)
+        drop_set = self._set_dropper(reader, rejected, pending, triggers, warn)
         monotonic = time.monotonic
 
         def on_message(message: Any) -> None:
             if skip is not None and skip(reader.resolved):
                 return
-            data.received += 1
-            try:
-                decoded = read(message)
-            except Exception as e:  # MessageError, or one no codec expected: never die of it
-                data.dropped += 1
-                problem = e if isinstance(e, MessageError) else one_line(e)
-                warn(topic, f"dropped a message on {reader.resolved}: {problem}")
-                return
-            if check and (bad := nonfinite(decoded, check)):
-                data.nonfinite_inputs += 1
-                ports = [inputs[indices[n]].port for n in bad]
-                warn(
-                    "\0nonfinite-in",
-                    f"node {data.name!r}: dropped a message on {reader.resolved}: input(s) "
-                    f"{ports} hold NaN or infinite values (on_nonfinite: drop)",
-                )
+            decoded = decode(message)
+            if decoded is None:  # this topic's message of the set is unusable: the set is spoilt
+                if fire_keys:
+                    rejected.update(fire_keys)
+                    pending.difference_update(fire_keys)
+                    if not pending:
+                        drop_set()
                 return
             now = monotonic()
             for (index, key), value in zip(slots, decoded, strict=True):
@@ -159,7 +162,97 @@ class NodeData:
             if fire_keys:
                 pending.difference_update(fire_keys)
                 if not pending:
-                    fire(now)
+                    if rejected:
+                        drop_set()
+                    else:
+                        fire(now)
+
+        return on_message
+
+    def _decoder(
+        self, reader: TopicReader, read: Callable[[Any], list[Any]], warn: Warn, check: bool
+    ) -> Callable[[Any], list[Any] | None]:
+        """``decode(message)``: one value per port of ``reader``, or None for a message it
+        drops (malformed, or NaN/inf with ``check``), counted and logged."""
+        data, inputs, indices = self, self.plan.inputs, reader.indices
+        topic = reader.topic or ""
+        floats = float_ports(inputs)
+        checked = [n for n, index in enumerate(indices) if index in floats and check]
+
+        def decode(message: Any) -> list[Any] | None:
+            data.received += 1
+            try:
+                decoded = read(message)
+            except Exception as e:  # MessageError, or one no codec expected: never die of it
+                data.dropped += 1
+                problem = e if isinstance(e, MessageError) else one_line(e)
+                warn(topic, f"dropped a message on {reader.resolved}: {problem}")
+                return None
+            if checked and (bad := nonfinite(decoded, checked)):
+                data.nonfinite_inputs += 1
+                ports = [inputs[indices[n]].port for n in bad]
+                warn(
+                    "\0nonfinite-in",
+                    f"node {data.name!r}: dropped a message on {reader.resolved}: input(s) "
+                    f"{ports} hold NaN or infinite values (on_nonfinite: drop)",
+                )
+                return None
+            return decoded
+
+        return decode
+
+    def _set_dropper(
+        self, reader: TopicReader, rejected: set[Any], pending: set[Any], triggers: Any, warn: Warn
+    ) -> Callable[[], None]:
+        """``drop_set()``: count and log a complete set with a rejected message, and start
+        gathering the next one."""
+        data = self
+
+        def drop_set() -> None:
+            data.incomplete_sets += 1
+            warn(
+                "\0incomplete-set",
+                f"node {data.name!r}: dropped a set of inputs with a rejected message in it "
+                f"(last on {reader.resolved}); the next complete set fires",
+            )
+            rejected.clear()
+            pending.update(triggers)
+
+        return drop_set
+
+    def _synced_callback(
+        self,
+        reader: TopicReader,
+        decode: Callable[[Any], list[Any] | None],
+        slots: list[tuple[int, Hashable]],
+        stamps: Any,
+        sync: StampSync,
+        fire: Callable[[float], None],
+        skip: Callable[[str], bool] | None,
+    ) -> Callable[[Any], None]:
+        """:meth:`input_callback` for a triggering topic gathered by stamp: a set fires once
+        one message of each triggering topic of one instant came; a rejected message spoils
+        the set of its stamp."""
+        data, values, key = self, self.values, id(reader)
+
+        def on_message(message: Any) -> None:
+            if skip is not None and skip(reader.resolved):
+                return
+            stamp = stamp_ns(message)
+            decoded = decode(message)
+            if decoded is None:
+                if sync.reject(key, stamp):
+                    data.incomplete_sets += 1
+                return
+            now = time.monotonic()
+            matched = sync.add(key, stamp if stamp is not None else 0, (slots, decoded, now))
+            if matched is None:
+                return
+            for member_slots, member_values, arrived in matched.values():
+                for (index, slot), value in zip(member_slots, member_values, strict=True):
+                    values[index] = value
+                    stamps[slot] = arrived
+            fire(now)
 
         return on_message
 

@@ -52,6 +52,7 @@ from leapp_ros.messages.topic_io import OutputWriter, TopicReader, nonfinite
 from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
 from leapp_ros.node.pipeline_node import PipelineNode
+from leapp_ros.node.stamp_sync import gather_by_stamp, stamp_sync
 from leapp_ros.plan.pipeline import NodePlan, PipelinePlan, make_plan
 from leapp_ros.plan.settings import (
     StartupError,
@@ -156,8 +157,10 @@ class FusedPipelineNode(PipelineNode):
             if port.kind == "external"
         )
         self._pending = set(self._triggers)
+        self._rejected: set[tuple[int, int]] = set()
         self._stamps = dict.fromkeys(self._triggers, -float("inf"))
         self._readers: list[TopicReader] = []
+        sync = stamp_sync(self.firing) if self.firing.mode == "inputs" else None
         for number, stage in enumerate(self._stages):
             topics: dict[str, list[int]] = {}
             for index, port in enumerate(stage.plan.inputs):
@@ -165,11 +168,17 @@ class FusedPipelineNode(PipelineNode):
                     topics.setdefault(port.topic, []).append(index)
             for indices in topics.values():
                 reader = TopicReader(stage.plan.inputs, indices)
+                if sync is not None:
+                    gather_by_stamp(sync, stage.name, reader, stage.plan.inputs, indices)
                 subscription = self.create_subscription(
                     reader.message_class,
                     reader.topic,
                     self._input_callback(
-                        stage, reader, reader.read, [(number, index) for index in indices]
+                        stage,
+                        reader,
+                        reader.read,
+                        [(number, index) for index in indices],
+                        sync=sync,
                     ),
                     qos_profile(stage.plan.inputs[indices[0]].qos),
                     qos_overriding_options=overrides,

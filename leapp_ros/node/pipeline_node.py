@@ -27,8 +27,9 @@ bus (composed), it exchanges values with the other pipeline nodes of its process
 and then every second::
 
     {"node": "preprocess", "state": "ready", "runs": 12, "received": 24, "dropped": 0,
-     "stale": 0, "errors": 0, "nonfinite_inputs": 0, "nonfinite_outputs": 0, "cpu_latency_us":
-     null, "cpu_affinity": null, "subscribers": {"/torch_pipeline/preprocess/obs": 1}}
+     "stale": 0, "errors": 0, "nonfinite_inputs": 0, "nonfinite_outputs": 0,
+     "incomplete_sets": 0, "cpu_latency_us": null, "cpu_affinity": null,
+     "subscribers": {"/torch_pipeline/preprocess/obs": 1}}
 
 (``cpu_latency_us``: the CPU latency request held, ``cpu_affinity``: the CPUs pinned to, null
 for none; ``subscribers``: the subscriptions each output's publisher matched, so a tester
@@ -60,6 +61,7 @@ from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
 from leapp_ros.node.intra_process import IntraProcessBus, publish_through
 from leapp_ros.node.rate_limited_log import RateLimitedLog
+from leapp_ros.node.stamp_sync import StampSync, gather_by_stamp, stamp_sync
 from leapp_ros.plan.cpu_settings import CpuLatencyRequest, CpuSettingsError, pin_process
 from leapp_ros.plan.pipeline import METADATA_QOS, STATUS_TOPIC, make_plan
 from leapp_ros.plan.settings import (
@@ -187,16 +189,22 @@ class PipelineNode(Node):
         self._stamps = [-math.inf] * len(inputs)
         self._triggers = frozenset(i for i, port in enumerate(inputs) if port.triggers)
         self._pending = set(self._triggers)
+        self._rejected: set[int] = set()
 
     def _create_entities(self) -> None:
         overrides = QoSOverridingOptions.with_default_policies()
         # the middleware's copies of values the intra-process bus delivered already are skipped
         skip = self._bus.produces if self._bus is not None else None
+        sync = stamp_sync(self.firing)
         for reader in self._readers:
+            if sync is not None:
+                gather_by_stamp(sync, self.pipeline_node, reader, self.plan.inputs, self._triggers)
             subscription = self.create_subscription(
                 reader.message_class,
                 reader.topic,
-                self._input_callback(self._data, reader, reader.read, reader.indices, skip),
+                self._input_callback(
+                    self._data, reader, reader.read, reader.indices, skip, sync=sync
+                ),
                 qos_profile(self.plan.inputs[reader.indices[0]].qos),
                 qos_overriding_options=overrides,
             )
@@ -262,20 +270,25 @@ class PipelineNode(Node):
         read: Callable[[Any], list[Any]],
         keys: Sequence[Any],
         skip: Callable[[str], bool] | None = None,
+        *,
+        sync: StampSync | None = None,
     ) -> Callable[[Any], None]:
         """What a subscription (or the bus) calls with each message for ``data``'s ports
-        ``reader.indices``, keyed ``keys`` in this node's stamps and pending set."""
+        ``reader.indices``, keyed ``keys`` in this node's stamps and pending set (or gathered
+        by ``sync``)."""
         return data.input_callback(
             reader,
             read,
             keys=keys,
             stamps=self._stamps,
             pending=self._pending,
+            rejected=self._rejected,
             triggers=self._triggers if self.firing.mode == "inputs" else (),
             fire=self._fire_on_inputs,
             warn=self._warn,
             check_nonfinite=not self._publish_nonfinite,
             skip=skip,
+            sync=sync,
         )
 
     def _fire_on_inputs(self, now: float) -> None:

@@ -141,6 +141,8 @@ class Firing:
     mode: str = "inputs"
     rate_hz: float | None = None
     max_input_age_s: float | None = None  # inputs older than this are not used (None: no limit)
+    sync: str = "arrival"  # a set of inputs: newest messages, or messages of one header stamp
+    sync_slop_s: float = 0.0  # sync "approximate": the largest spread of stamps in one set
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,7 @@ __all__ = [
     "NONFINITE_POLICIES",
     "PARAMETERS",
     "PORT_PARAMETERS",
+    "SYNC_MODES",
     "StartupError",
     "declare_parameters",
     "declare_port_overrides",
@@ -93,10 +94,13 @@ PARAMETERS: tuple[tuple[str, Any, str], ...] = (
     ("cpu_latency_us", -1, "hold a CPU wake-up latency request of this many us (-1: off)"),
     ("cpu_affinity", (), "run this process on these CPUs only (unset: anywhere)"),
     ("on_nonfinite", "drop", "'drop': NaN/inf inputs and results are not used; 'publish'"),
+    ("sync", "arrival", "a set of inputs: 'arrival' (newest), 'exact' / 'approximate' (stamps)"),
+    ("sync_slop_ms", 10.0, "sync 'approximate': largest spread of header stamps in one set"),
 )
 """``(name, default, description)``; a default of ``()`` is an integer array, unset."""
 
 NONFINITE_POLICIES = ("drop", "publish")
+SYNC_MODES = ("arrival", "exact", "approximate")
 
 PORT_PARAMETERS: tuple[tuple[str, str], ...] = (
     ("message", "message type (e.g. sensor_msgs/msg/JointState), or 'multiarray'"),
@@ -290,7 +294,20 @@ def firing_rule(plan: NodePlan, settings: Mapping[str, Any]) -> Firing:
             "or export with graph_configs frequency"
         )
     age = settings["max_input_age"] or None
-    return replace(plan.firing, mode=mode, rate_hz=rate, max_input_age_s=age)
+    sync = settings.get("sync", "arrival")
+    if sync not in SYNC_MODES:
+        raise StartupError(
+            f"node {plan.name!r}: parameter sync must be one of {list(SYNC_MODES)}, got {sync!r}"
+        )
+    if sync != "arrival" and mode != "inputs":
+        raise StartupError(
+            f"node {plan.name!r}: sync {sync!r} gathers the inputs that fire the node, but it "
+            "runs on a timer; use firing: inputs, or sync: arrival"
+        )
+    slop = settings.get("sync_slop_ms", 0.0) / 1000.0
+    return replace(
+        plan.firing, mode=mode, rate_hz=rate, max_input_age_s=age, sync=sync, sync_slop_s=slop
+    )
 
 
 def initial_values(path: Path | None, plan: NodePlan) -> dict[int, Any]:
