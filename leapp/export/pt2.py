@@ -38,7 +38,11 @@ def export(
     file_name = f"{node}.pt2"
     started = time.perf_counter()
     try:
-        program = export_program(graph_module, example_inputs)
+        # An inference artifact, traced with autograd off: with it on, a grad-mode switch
+        # inside torch.export's own passes could be recorded as a set_grad_enabled region,
+        # which torch.export.load then refuses (seen now and then in the op sweep's workers).
+        with torch.no_grad():
+            program = export_program(graph_module, example_inputs)
     except Exception as e:
         raise ExportError(
             f"node {node!r} (inputs {list(input_names)}) cannot be exported with torch.export"
