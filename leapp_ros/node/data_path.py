@@ -19,7 +19,7 @@ only when a run fails.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -27,7 +27,9 @@ from leapp.spec import Spec
 from leapp_ros.messages.multiarray import MessageError
 from leapp_ros.messages.topic_io import TopicReader, float_ports, nonfinite
 from leapp_ros.node.rate_limited_log import one_line
+from leapp_ros.node.safety import OutputGuard
 from leapp_ros.node.stamp_sync import StampSync, stamp_ns
+from leapp_ros.plan.limits import OutputLimits
 from leapp_ros.plan.pipeline import NodePlan, PipelinePlan
 from leapp_ros.plan.settings import initial_values
 
@@ -42,6 +44,10 @@ COUNTERS = (
     "nonfinite_inputs",
     "nonfinite_outputs",
     "incomplete_sets",
+    "timeouts",
+    "safe_actions",
+    "clamped",
+    "step_limited",
 )
 
 Warn = Callable[[str, str], None]  # (rate-limiting key, text): the node's _warn
@@ -57,6 +63,7 @@ class NodeData:
     values: list[Any]  # the current value of each input (None until the first one)
     state_links: tuple[tuple[int, int], ...] = ()  # (output, input) of the node's own state
     checked_outputs: tuple[int, ...] = ()  # outputs whose NaN/inf drop the run
+    guard: OutputGuard | None = None  # limits and safe action of the outputs (None: none)
     runs: int = 0
     received: int = 0
     dropped: int = 0
@@ -65,14 +72,25 @@ class NodeData:
     nonfinite_inputs: int = 0
     nonfinite_outputs: int = 0
     incomplete_sets: int = 0
+    timeouts: int = 0
+    safe_actions: int = 0
+    clamped: int = 0
+    step_limited: int = 0
 
     @classmethod
     def load(
-        cls: type[_Data], spec: Spec, plan: PipelinePlan, node: NodePlan, *, check_nonfinite: bool
+        cls: type[_Data],
+        spec: Spec,
+        plan: PipelinePlan,
+        node: NodePlan,
+        *,
+        check_nonfinite: bool,
+        limits: Mapping[str, OutputLimits] | None = None,
     ) -> _Data:
         """The node ``node`` of ``plan``: its model loaded and warmed up, its feedback and
         state inputs at their initial values; ``check_nonfinite`` (``on_nonfinite: drop``)
-        makes NaN/inf in a float output drop the run.
+        makes NaN/inf in a float output drop the run; ``limits`` (by output port name) the
+        safe action and limits of its outputs.
 
         Raises:
             StartupError, PipelineError: the model or the initial values are unusable.
@@ -91,6 +109,7 @@ class NodeData:
                 if port.kind == "state" and port.source is not None
             ),
             checked_outputs=float_ports(node.outputs) if check_nonfinite else (),
+            guard=OutputGuard.of(node.name, node.outputs, limits or {}),
         )
 
     @property

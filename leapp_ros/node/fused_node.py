@@ -53,6 +53,7 @@ from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
 from leapp_ros.node.pipeline_node import PipelineNode
 from leapp_ros.node.stamp_sync import gather_by_stamp, stamp_sync
+from leapp_ros.plan.limits import declare_output_limits
 from leapp_ros.plan.pipeline import NodePlan, PipelinePlan, make_plan
 from leapp_ros.plan.settings import (
     StartupError,
@@ -120,6 +121,8 @@ class FusedPipelineNode(PipelineNode):
             )
         if spec is None:
             spec = load_spec(str(settings["spec_path"]))
+        self.spec = spec
+        limits = declare_output_limits(self, *spec.models)
         overrides = declare_port_overrides(self, *spec.models)
         plan = make_plan(
             spec,
@@ -136,7 +139,9 @@ class FusedPipelineNode(PipelineNode):
         self.pipeline_node = ",".join(node.name for node in plan.nodes)
         self.plan_of_pipeline = plan
         self._publish_nonfinite = settings["on_nonfinite"] == "publish"
-        self._stages = _stages(spec, plan, check_nonfinite=not self._publish_nonfinite)
+        self._stages = _stages(
+            spec, plan, check_nonfinite=not self._publish_nonfinite, limits=limits
+        )
         self.firing = _firing(plan, settings)
         self._ticks = 0
 
@@ -218,12 +223,32 @@ class FusedPipelineNode(PipelineNode):
         if self._stale_inputs(now, restore=True):
             return
         self._pending.update(self._triggers)
-        self._run()
+        gate = self._gate
+        resumed = gate.timed_out
+        if gate.admit(now, self._stamps, self._triggers):
+            if resumed:
+                self._resumed()
+            self._run()
 
     def _on_timer(self) -> None:
+        gate = self._gate
+        if not gate.active:
+            return
+        if gate.estop:
+            self._publish_safe_action()
+            return
+        now = time.monotonic()
+        was = gate.timed_out
+        if gate.overdue(now, min(self._stamps.values(), default=now)):
+            self._timed_out(was)
+            return
         if any(value is None for stage in self._stages for value in stage.values):
             return  # not every input has arrived yet
-        if not self._stale_inputs(time.monotonic(), restore=False):
+        if self._stale_inputs(now, restore=False):
+            return
+        if gate.admit(now, self._stamps, self._triggers):
+            if was:
+                self._resumed()
             self._run()
 
     def _stale_inputs(self, now: float, *, restore: bool) -> bool:
@@ -254,6 +279,8 @@ class FusedPipelineNode(PipelineNode):
             if (checks := stage.checked_outputs) and (bad := nonfinite(results, checks)):
                 stage.report_nonfinite_outputs(bad, self._warn)
                 continue
+            if stage.guard is not None:
+                results = stage.guard.apply(results, stage)
             for output, index in stage.state_links:
                 stage.values[index] = results[output]
             for output, consumer, index in stage.data_links:
@@ -274,6 +301,17 @@ class FusedPipelineNode(PipelineNode):
                 publisher.publish(writer.write(value, stamp))
         self._ticks += 1
 
+    # --- operations (see ManagedNode) ----------------------------------------------------
+
+    def _data_paths(self) -> list[_Stage]:
+        return self._stages
+
+    def _publish_safe_values(self, data: NodeData, values: list[Any], stamp: Any) -> None:
+        """The safe values of one stage's pipeline results (intermediates stay silent)."""
+        for output, publisher, writer in data.publish_now:
+            if values[output] is not None:
+                publisher.publish(writer.write(values[output], stamp))
+
     # --- status -------------------------------------------------------------------------
 
     def statuses(self, state: str = "ready") -> list[dict[str, Any]]:
@@ -290,18 +328,23 @@ class FusedPipelineNode(PipelineNode):
     def _ready_names(self) -> list[str]:
         return [stage.name for stage in self._stages]
 
+    def _unconfigured_names(self) -> list[str]:
+        return [stage.name for stage in getattr(self, "_stages", ())] or [self.get_name()]
+
 
 def _always() -> int:
     return 1  # a latched (transient_local) intermediate: late subscribers get the last value
 
 
-def _stages(spec: Spec, plan: PipelinePlan, *, check_nonfinite: bool) -> list[_Stage]:
+def _stages(
+    spec: Spec, plan: PipelinePlan, *, check_nonfinite: bool, limits: dict[str, Any]
+) -> list[_Stage]:
     """The pipeline's nodes as stages in producer-before-consumer order, wired together."""
     order = _execution_order(plan)
     position = {node.name: n for n, node in enumerate(order)}
     stages = []
     for node in order:
-        stage = _Stage.load(spec, plan, node, check_nonfinite=check_nonfinite)
+        stage = _Stage.load(spec, plan, node, check_nonfinite=check_nonfinite, limits=limits)
         stage.producers = frozenset(
             position[port.source.split("/", 1)[0]]
             for port in node.inputs

@@ -82,9 +82,12 @@ def publish_through(
 ) -> None:
     """Publish one value per output (``topics`` their absolute names): the outputs no node of
     the process reads first, then each handed-over value to its local readers, then those
-    outputs too where anyone else subscribes."""
+    outputs too where anyone else subscribes. A value of None is not published (an output
+    whose safe action is silent)."""
     handed = []
     for topic, publisher, writer, value in zip(topics, publishers, writers, values, strict=True):
+        if value is None:
+            continue
         readers = bus.readers(topic)
         if readers:
             handed.append((readers, publisher, writer, value))

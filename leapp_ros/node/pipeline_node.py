@@ -40,7 +40,6 @@ problem (one error line on stderr).
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -48,11 +47,8 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from rclpy.duration import Duration
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos_overriding_options import QoSOverridingOptions
-from std_msgs.msg import String
 
 from leapp.errors import LeappError
 from leapp.spec import Spec
@@ -60,13 +56,13 @@ from leapp_ros.messages.topic_io import OutputWriter, TopicReader, nonfinite, to
 from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
 from leapp_ros.node.intra_process import IntraProcessBus, publish_through
-from leapp_ros.node.rate_limited_log import RateLimitedLog
+from leapp_ros.node.managed_node import ManagedNode
 from leapp_ros.node.stamp_sync import StampSync, gather_by_stamp, stamp_sync
 from leapp_ros.plan.cpu_settings import CpuLatencyRequest, CpuSettingsError, pin_process
-from leapp_ros.plan.pipeline import METADATA_QOS, STATUS_TOPIC, make_plan
+from leapp_ros.plan.limits import declare_output_limits
+from leapp_ros.plan.pipeline import make_plan
 from leapp_ros.plan.settings import (
     StartupError,
-    declare_parameters,
     declare_port_overrides,
     firing_rule,
     load_spec,
@@ -76,8 +72,6 @@ from leapp_ros.plan.settings import (
 __all__ = ["PipelineNode", "StartupError", "main"]
 
 PROGRAM = "leapp_node"
-STATUS_PERIOD_S = 1.0
-STOP_ACK_TIMEOUT_S = 0.5
 
 USAGE = f"""usage: {PROGRAM} --ros-args -r __node:=<node> [-r __ns:=/<namespace>]
                   -p spec_path:=<export folder or yaml> [-p pipeline_node:=<node>]
@@ -86,8 +80,9 @@ USAGE = f"""usage: {PROGRAM} --ros-args -r __node:=<node> [-r __ns:=/<namespace>
 Runs one node of an exported leapp pipeline as a ROS 2 node."""
 
 
-class PipelineNode(Node):
-    """A ROS 2 node running one node of an exported pipeline (see the module documentation).
+class PipelineNode(ManagedNode):
+    """A ROS 2 lifecycle node running one node of an exported pipeline (see the module
+    documentation and :class:`~leapp_ros.node.managed_node.ManagedNode`).
 
     Args:
         node_name: the ROS node name (a ``-r __node:=`` remap wins over it).
@@ -102,8 +97,9 @@ class PipelineNode(Node):
             go to and come from the other pipeline nodes on it without the middleware.
 
     Raises:
-        StartupError: the spec, the model, the parameters or the initial values are unusable;
-            the message names the node and says what to do. The node is destroyed then.
+        StartupError: the spec, the model, the parameters or the initial values are unusable
+            (with ``autostart: false`` only the parameters: configure reports the rest); the
+            message names the node and says what to do. The node is destroyed then.
     """
 
     def __init__(
@@ -126,7 +122,6 @@ class PipelineNode(Node):
             cli_args=None if cli_args is None else list(cli_args),
             use_global_arguments=use_global_arguments,
         )
-        self._warnings = RateLimitedLog(self.get_logger())
         self._leapp_timers: list[Any] = []
         self._cpu_latency: CpuLatencyRequest | None = None
         self._cpu_affinity: tuple[int, ...] | None = None
@@ -140,9 +135,8 @@ class PipelineNode(Node):
 
     # --- startup ------------------------------------------------------------------------
 
-    def _start(self, spec: Spec | None) -> None:
-        settings = declare_parameters(self)
-        self.pipeline_node = str(settings["pipeline_node"] or self.get_name())
+    def _configure(self, spec: Spec | None, settings: dict[str, Any]) -> None:
+        """Load and warm up the model, create the topics and timers (lifecycle configure)."""
         if settings["cpu_affinity"]:
             try:
                 self._cpu_affinity = pin_process(settings["cpu_affinity"])
@@ -158,15 +152,13 @@ class PipelineNode(Node):
             raise StartupError(f"node {self.pipeline_node!r}: {e}") from e
         self._create_entities()
         self._request_cpu_latency(settings["cpu_latency_us"])
-        self._publish_status("ready")
         self.get_logger().debug(f"firing {self.firing}")
-        for name in self._ready_names():
-            self.get_logger().info(f"leapp node '{name}' ready")
 
     def _load(self, spec: Spec | None, settings: dict[str, Any]) -> None:
         """Load the spec and the model; plan the topics and the firing rule."""
         if spec is None:
             spec = load_spec(str(settings["spec_path"]))
+        self.spec = spec
         names = [model.name for model in spec.models]
         if self.pipeline_node not in names:
             raise StartupError(
@@ -174,13 +166,14 @@ class PipelineNode(Node):
                 f"name, or parameter pipeline_node); its nodes are {', '.join(names)}: "
                 "name one with -r __node:=<node> or -p pipeline_node:=<node>"
             )
+        limits = declare_output_limits(self, spec.model(self.pipeline_node))
         ports = declare_port_overrides(self, spec.model(self.pipeline_node))
         plan = make_plan(spec, namespace=self.get_namespace(), ports={self.pipeline_node: ports})
         self.plan = plan.node(self.pipeline_node)
         self.firing = firing_rule(self.plan, settings)
         self._publish_nonfinite = settings["on_nonfinite"] == "publish"
         self._data = NodeData.load(
-            spec, plan, self.plan, check_nonfinite=not self._publish_nonfinite
+            spec, plan, self.plan, check_nonfinite=not self._publish_nonfinite, limits=limits
         )
         self._values = self._data.values  # (the same list: one lookup less per run)
         self._readers = topic_readers(self.plan.inputs)
@@ -236,8 +229,6 @@ class PipelineNode(Node):
         self._create_status_and_timers()
 
     def _create_status_and_timers(self) -> None:
-        self._status = self.create_publisher(String, STATUS_TOPIC, qos_profile(METADATA_QOS))
-        self._leapp_timers.append(self.create_timer(STATUS_PERIOD_S, self._on_status_timer))
         if self.firing.mode == "timer" and self.firing.rate_hz:
             self._leapp_timers.append(self.create_timer(1.0 / self.firing.rate_hz, self._on_timer))
 
@@ -255,11 +246,15 @@ class PipelineNode(Node):
 
     def destroy_node(self) -> None:
         """Destroy the node, leave the intra-process bus and end the CPU latency request."""
+        self._release_data_path()
+        super().destroy_node()
+
+    def _release_data_path(self) -> None:
         while self._bus_exits:
             self._bus_exits.pop()()
         if self._cpu_latency is not None:
             self._cpu_latency.release()
-        super().destroy_node()
+            self._cpu_latency = None
 
     # --- data path ----------------------------------------------------------------------
 
@@ -300,18 +295,36 @@ class PipelineNode(Node):
                 self._pending.update(old)
                 return
         self._pending.update(self._triggers)
-        self._run()
+        gate = self._gate
+        resumed = gate.timed_out
+        if gate.admit(now, self._stamps, self._triggers):
+            if resumed:
+                self._resumed()
+            self._run()
 
     def _on_timer(self) -> None:
+        gate = self._gate
+        if not gate.active:
+            return
+        if gate.estop:
+            self._publish_safe_action()
+            return
+        now = time.monotonic()
+        stamps, triggers = self._stamps, self._triggers
+        was = gate.timed_out
+        if gate.overdue(now, min((stamps[i] for i in triggers), default=now)):
+            self._timed_out(was)
+            return
         if any(value is None for value in self._values):
             return  # not every input has arrived yet
         age = self.firing.max_input_age_s
-        if age:
-            now = time.monotonic()
-            if any(now - self._stamps[i] > age for i in self._triggers):
-                self._data.stale += 1
-                return
-        self._run()
+        if age and any(now - stamps[i] > age for i in triggers):
+            self._data.stale += 1
+            return
+        if gate.admit(now, stamps, triggers):
+            if was:
+                self._resumed()
+            self._run()
 
     def _run(self) -> None:
         data = self._data
@@ -321,6 +334,8 @@ class PipelineNode(Node):
             if (checks := data.checked_outputs) and (bad := nonfinite(results, checks)):
                 data.report_nonfinite_outputs(bad, self._warn)
                 return
+            if data.guard is not None:
+                results = data.guard.apply(results, data)
             for output, index in data.state_links:
                 self._values[index] = results[output]
             stamp = self.get_clock().now().to_msg() if self._stamped else None
@@ -336,6 +351,30 @@ class PipelineNode(Node):
             return
         data.runs += 1
 
+    # --- operations (see ManagedNode) ----------------------------------------------------
+
+    def _data_paths(self) -> list[NodeData]:
+        return [self._data]
+
+    def _reset_sets(self) -> None:
+        """Start gathering a new set of inputs (after an activation or an e-stop release)."""
+        self._pending.update(self._triggers)
+        self._rejected.clear()
+
+    def _last_set_time(self) -> float | None:
+        last = self._gate.last_set
+        return last or None
+
+    def _publish_safe_values(self, data: NodeData, values: list[Any], stamp: Any) -> None:
+        if self._publish_through is not None:
+            self._publish_through(values, stamp)
+            return
+        for publisher, writer, value in zip(
+            self._output_publishers, self._writers, values, strict=True
+        ):
+            if value is not None:
+                publisher.publish(writer.write(value, stamp))
+
     # --- status -------------------------------------------------------------------------
 
     def status(self, state: str = "ready") -> dict[str, Any]:
@@ -348,6 +387,7 @@ class PipelineNode(Node):
         return {
             "node": data.name,
             "state": state,
+            **self._operation(),
             **data.counts(),
             "cpu_latency_us": self._cpu_latency.microseconds if self._cpu_latency else None,
             "cpu_affinity": list(self._cpu_affinity) if self._cpu_affinity else None,
@@ -357,32 +397,11 @@ class PipelineNode(Node):
             },
         }
 
-    def stop(self) -> None:
-        """Stop firing and publish the ``stopping`` status (call before destroying the node)."""
-        for timer in self._leapp_timers:
-            timer.cancel()
-        self._publish_status("stopping")
-        # reliable: give subscribers (a supervisor) a moment to acknowledge the last word
-        self._status.wait_for_all_acked(Duration(seconds=STOP_ACK_TIMEOUT_S))
-        for record in self._status_records("stopping"):
-            self.get_logger().info(f"leapp node '{record['node']}' stopping: {record}")
-
-    def _on_status_timer(self) -> None:  # no parameters: rclpy would pass a TimerInfo
-        self._publish_status("ready")
-
-    def _publish_status(self, state: str) -> None:
-        for record in self._status_records(state):
-            self._status.publish(String(data=json.dumps(record)))
-
     def _status_records(self, state: str) -> list[dict[str, Any]]:
         return [self.status(state)]
 
     def _ready_names(self) -> list[str]:
         return [self.pipeline_node]
-
-    def _warn(self, key: str, text: str) -> None:
-        """Log ``text`` unless ``key`` was logged less than a second ago."""
-        self._warnings.warning(key, text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

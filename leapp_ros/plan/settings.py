@@ -96,6 +96,9 @@ PARAMETERS: tuple[tuple[str, Any, str], ...] = (
     ("on_nonfinite", "drop", "'drop': NaN/inf inputs and results are not used; 'publish'"),
     ("sync", "arrival", "a set of inputs: 'arrival' (newest), 'exact' / 'approximate' (stamps)"),
     ("sync_slop_ms", 10.0, "sync 'approximate': largest spread of header stamps in one set"),
+    ("autostart", True, "configure and activate at startup; false: wait for ros2 lifecycle"),
+    ("input_timeout_ms", 0.0, "safe action when no input set came for this long (0: off)"),
+    ("estop_topic", "", "a std_msgs/Bool topic: true engages the e-stop, false releases it"),
 )
 """``(name, default, description)``; a default of ``()`` is an integer array, unset."""
 
@@ -127,6 +130,12 @@ def declare_parameters(node: Any) -> dict[str, Any]:
                 description=description, read_only=True, dynamic_typing=True
             )
             values[name] = whole_numbers(name, node.declare_parameter(name, None, array).value)
+            continue
+        if isinstance(default, bool):
+            flag = ParameterDescriptor(
+                description=description, read_only=True, type=ParameterType.PARAMETER_BOOL
+            )
+            values[name] = node.declare_parameter(name, default, flag).value
             continue
         numeric = isinstance(default, float)
         whole = isinstance(default, int)

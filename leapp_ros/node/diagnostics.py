@@ -1,0 +1,138 @@
+"""A node's health as ROS tools read it: ``diagnostic_msgs/DiagnosticArray`` on ``/diagnostics``.
+
+:class:`HealthReport` turns the status records a node publishes on ``_leapp/status`` (one per
+pipeline node) into one ``DiagnosticStatus`` each, named ``<ns>/<node>``, hardware id the
+export's name, with a value for every counter, the firing rate and the age of the last input
+set. The level says what happened since the last periodic report:
+
+- ERROR: the model failed or gave NaN/inf results, the node failed to configure, or it is not
+  active although ``autostart`` says it should be;
+- WARN: messages dropped (malformed, NaN/inf, incomplete or stale sets), input timeouts,
+  clamped or step-limited commands, the e-stop engaged, the safe action being published, or
+  the node waiting for ``ros2 lifecycle`` to activate it;
+- OK: otherwise.
+
+The node publishes a report every second and, between them, whenever a level changes
+(:meth:`HealthReport.changed`). rqt_robot_monitor, diagnostic_aggregator and
+``ros2 topic echo /diagnostics`` read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from leapp_ros.node.data_path import COUNTERS
+
+__all__ = ["DIAGNOSTICS_TOPIC", "HealthReport"]
+
+DIAGNOSTICS_TOPIC = "/diagnostics"
+
+OK, WARN, ERROR = b"\x00", b"\x01", b"\x02"
+
+_FAILURES = {"errors": "model failures", "nonfinite_outputs": "NaN/inf results"}
+_WARNINGS = {
+    "dropped": "malformed messages dropped",
+    "nonfinite_inputs": "NaN/inf messages dropped",
+    "incomplete_sets": "incomplete sets dropped",
+    "stale": "stale sets skipped",
+    "timeouts": "input timeouts",
+    "clamped": "commands clamped",
+    "step_limited": "commands step-limited",
+}
+
+
+class HealthReport:
+    """Diagnostics of one ROS node's pipeline nodes (see the module documentation).
+
+    Args:
+        namespace: the node's namespace (``/`` for none): statuses are named
+            ``<namespace>/<pipeline node>``.
+    """
+
+    def __init__(self, namespace: str):
+        self._prefix = namespace.rstrip("/")
+        self._counts: dict[str, dict[str, int]] = {}  # at the last periodic report
+        self._time: float | None = None
+        self._levels: dict[str, bytes] = {}  # as last published
+
+    def statuses(
+        self, records: Sequence[Mapping[str, Any]], now: float, *, periodic: bool = True
+    ) -> list[Any]:
+        """One ``DiagnosticStatus`` per record (``_leapp/status`` records, each with
+        ``hardware_id``, ``autostart`` and ``last_set_age_s``); ``periodic`` starts a new
+        period (what counts as "since the last report")."""
+        from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+
+        elapsed = None if self._time is None else max(now - self._time, 1e-9)
+        statuses = []
+        for record in records:
+            name = f"{self._prefix}/{record['node']}"
+            before = self._counts.get(name, {})
+            delta = {c: record.get(c, 0) - before.get(c, 0) for c in COUNTERS}
+            level, message = _level(record, delta)
+            rate = delta["runs"] / elapsed if elapsed and before else 0.0
+            age = record.get("last_set_age_s")
+            values = [KeyValue(key=c, value=str(record.get(c, 0))) for c in COUNTERS]
+            values += [
+                KeyValue(key="firing_rate_hz", value=f"{rate:.3f}"),
+                KeyValue(key="last_set_age_s", value="" if age is None else f"{age:.3f}"),
+                KeyValue(key="lifecycle", value=str(record.get("lifecycle", ""))),
+                KeyValue(key="estop", value=str(bool(record.get("estop"))).lower()),
+                KeyValue(key="safe_action", value=str(bool(record.get("safe_action"))).lower()),
+            ]
+            statuses.append(
+                DiagnosticStatus(
+                    level=level,
+                    name=name,
+                    message=message,
+                    hardware_id=str(record.get("hardware_id", "")),
+                    values=values,
+                )
+            )
+            self._levels[name] = level
+            if periodic:
+                self._counts[name] = {c: record.get(c, 0) for c in COUNTERS}
+        if periodic:
+            self._time = now
+        return statuses
+
+    def changed(self, records: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether a record's level differs from the one last published."""
+        for record in records:
+            name = f"{self._prefix}/{record['node']}"
+            before = self._counts.get(name, {})
+            delta = {c: record.get(c, 0) - before.get(c, 0) for c in COUNTERS}
+            if _level(record, delta)[0] != self._levels.get(name):
+                return True
+        return False
+
+    def array(self, statuses: list[Any], stamp: Any) -> Any:
+        """A ``DiagnosticArray`` of ``statuses`` stamped ``stamp``."""
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        array = DiagnosticArray(status=statuses)
+        array.header.stamp = stamp
+        return array
+
+
+def _level(record: Mapping[str, Any], delta: Mapping[str, int]) -> tuple[bytes, str]:
+    """The level of one status record and its message."""
+    lifecycle = record.get("lifecycle", "")
+    errors = [f"{delta[c]} {text}" for c, text in _FAILURES.items() if delta.get(c, 0) > 0]
+    if record.get("configure_error"):
+        errors.insert(0, f"configure failed: {record['configure_error']}")
+    if record.get("autostart", True) and lifecycle != "active":
+        errors.insert(0, f"{lifecycle or 'not started'}, but autostart is true")
+    warnings = [f"{delta[c]} {text}" for c, text in _WARNINGS.items() if delta.get(c, 0) > 0]
+    if record.get("estop"):
+        warnings.insert(0, "e-stop engaged: safe action")
+    elif record.get("safe_action"):
+        warnings.insert(0, "no input set within input_timeout_ms: safe action")
+    if not record.get("autostart", True) and lifecycle != "active":
+        warnings.insert(0, f"{lifecycle}: waiting for ros2 lifecycle to activate it")
+    if errors:
+        return ERROR, "; ".join(errors + warnings)
+    if warnings:
+        return WARN, "; ".join(warnings)
+    return OK, "active" if lifecycle == "active" else lifecycle

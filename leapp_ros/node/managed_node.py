@@ -1,0 +1,358 @@
+"""How a pipeline node is operated: :class:`ManagedNode`, the lifecycle node that
+:class:`~leapp_ros.node.pipeline_node.PipelineNode` and the fused node are.
+
+Lifecycle (``rclpy.lifecycle``; ``ros2 lifecycle get|set /<ns>/<node>``):
+
+- *configure* loads and verifies the spec and the model, warms it up and creates the topics;
+  the node then publishes ``"state": "ready"`` on ``_leapp/status`` and logs
+  ``leapp node '<name>' ready``. A failure is logged, the node stays unconfigured.
+- *activate* starts commanding: the first command answers the first input set gathered
+  after activation.
+- *deactivate* publishes the safe action once and stops commanding.
+- *cleanup* / *shutdown* destroy the topics, timers and the model's state.
+
+``autostart`` (default true) configures and activates in the constructor (a configure failure
+is then a :class:`StartupError`, exit code 2). Whatever the state, the node offers
+``~/enable`` (``std_srvs/SetBool``: false engages the e-stop, true releases it), listens to
+``estop_topic`` when set (``std_msgs/Bool``, latched: true engages), and publishes
+``_leapp/status`` (once configured) and ``/diagnostics``
+(:mod:`leapp_ros.node.diagnostics`) every second. E-stop, ``input_timeout_ms`` and the safe
+action follow :class:`~leapp_ros.node.safety.CommandGate`; while either holds, the node
+publishes its safe action once per period it would fire (``1 / rate_hz``, else the timeout,
+else 0.1 s).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from rclpy.duration import Duration
+from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
+from std_msgs.msg import String
+
+from leapp.errors import LeappError
+from leapp_ros.node.diagnostics import DIAGNOSTICS_TOPIC, HealthReport
+from leapp_ros.node.rate_limited_log import RateLimitedLog, one_line
+from leapp_ros.node.safety import CommandGate
+from leapp_ros.plan.pipeline import METADATA_QOS, STATUS_TOPIC
+from leapp_ros.plan.settings import StartupError, declare_parameters, qos_profile
+
+__all__ = ["ManagedNode"]
+
+STATUS_PERIOD_S = 1.0
+STOP_ACK_TIMEOUT_S = 0.5
+DEFAULT_SAFE_PERIOD_S = 0.1
+_SUCCESS, _FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
+
+
+class ManagedNode(LifecycleNode):
+    """The lifecycle, e-stop, watchdog and health reporting of a pipeline node (see the
+    module documentation). Subclasses call :meth:`_start` at the end of their constructor
+    and provide the data path: ``_configure``, ``_data_paths``, ``_publish_safe_values``,
+    ``_reset_sets``, ``_last_set_time`` and ``_status_records``."""
+
+    # --- startup ------------------------------------------------------------------------
+
+    def _start(self, spec: Any) -> None:
+        self._warnings = RateLimitedLog(self.get_logger())
+        self._spec_given = spec
+        self._lifecycle = "unconfigured"
+        self._configure_error: str | None = None
+        self._configured_entities: list[tuple[Any, Any]] = []
+        self._guard_timer: Any = None
+        self._leapp_timers: list[Any] = getattr(self, "_leapp_timers", [])
+        self.settings = settings = declare_parameters(self)
+        self.pipeline_node = str(settings["pipeline_node"] or self.get_name())
+        timeout = settings["input_timeout_ms"] / 1000.0 or None
+        self._gate = CommandGate(timeout)
+        self._status = self.create_publisher(String, STATUS_TOPIC, qos_profile(METADATA_QOS))
+        from diagnostic_msgs.msg import DiagnosticArray
+        from std_srvs.srv import SetBool
+
+        self._diagnostics = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
+        self._health = HealthReport(self.get_namespace())
+        self._status_timer = self.create_timer(STATUS_PERIOD_S, self._on_status_timer)
+        self.create_service(SetBool, "~/enable", self._on_enable)
+        if settings["estop_topic"]:
+            from std_msgs.msg import Bool
+
+            latched = METADATA_QOS  # reliable, transient local, depth 1
+            self.create_subscription(
+                Bool, settings["estop_topic"], self._on_estop_message, qos_profile(latched)
+            )
+        if settings["autostart"]:
+            if self.trigger_configure() != _SUCCESS:
+                raise StartupError(self._configure_error or "configure failed")
+            self.trigger_activate()
+        else:
+            self.get_logger().info(
+                f"leapp node '{self.get_name()}' unconfigured (autostart: false): waiting for "
+                f"ros2 lifecycle set {self.get_fully_qualified_name()} configure"
+            )
+
+    def declare_parameter(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """As rclpy's, but a parameter declared already (by an earlier configure) is returned
+        as it is: a node configures again after a cleanup."""
+        if self.has_parameter(name):
+            return self.get_parameter(name)
+        return super().declare_parameter(name, *args, **kwargs)
+
+    def destroy_node(self) -> None:
+        """Destroy the node and its lifecycle state machine (which holds the node handle:
+        without this the node would stay in the ROS graph until garbage collection)."""
+        super().destroy_node()
+        machine = getattr(self, "_state_machine", None)
+        if machine is not None:
+            machine.destroy_when_not_in_use()
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def on_configure(self, state: Any) -> TransitionCallbackReturn:
+        before = self._entities()
+        try:
+            self._configure(self._spec_given, self.settings)
+        except Exception as e:
+            self._configured_entities = [e for e in self._entities() if e not in before]
+            self._release()
+            self._configure_error = str(e) if isinstance(e, LeappError) else one_line(e)
+            if not isinstance(e, LeappError):
+                self._configure_error = f"node {self.pipeline_node!r}: {self._configure_error}"
+            if not self.settings["autostart"]:
+                self.get_logger().error(f"configure failed: {self._configure_error}")
+            self._report_change()
+            return _FAILURE
+        self._configured_entities = [e for e in self._entities() if e not in before]
+        self._configure_error = None
+        self._lifecycle = "inactive"
+        self._publish_status("ready")
+        for name in self._ready_names():
+            self.get_logger().info(f"leapp node '{name}' ready")
+        self._report_change()
+        return _SUCCESS
+
+    def on_activate(self, state: Any) -> TransitionCallbackReturn:
+        self._reset_sets()
+        self._gate.activate(time.monotonic())
+        self._lifecycle = "active"
+        self._update_guard_timer()
+        self._publish_status("ready")
+        self._report_change()
+        if not self.settings["autostart"]:
+            self.get_logger().info("active: commanding from the next input set")
+        return _SUCCESS
+
+    def on_deactivate(self, state: Any) -> TransitionCallbackReturn:
+        self._publish_safe_action()
+        self._gate.deactivate()
+        self._lifecycle = "inactive"
+        self._update_guard_timer()
+        self._publish_status("ready")
+        self._report_change()
+        self.get_logger().info("inactive: published the safe action, not commanding")
+        return _SUCCESS
+
+    def on_cleanup(self, state: Any) -> TransitionCallbackReturn:
+        self._release()
+        self._lifecycle = "unconfigured"
+        self._report_change()
+        return _SUCCESS
+
+    def on_shutdown(self, state: Any) -> TransitionCallbackReturn:
+        if self._gate.active:
+            self._publish_safe_action()
+        self._gate.deactivate()
+        self._release()
+        self._lifecycle = "finalized"
+        self._report_change()
+        return _SUCCESS
+
+    def on_error(self, state: Any) -> TransitionCallbackReturn:
+        self._gate.deactivate()
+        self._release()
+        self._lifecycle = "unconfigured"
+        return _SUCCESS
+
+    def _entities(self) -> list[tuple[Any, Any]]:
+        return [
+            *((e, self.destroy_subscription) for e in self.subscriptions),
+            *((e, self.destroy_publisher) for e in self.publishers),
+            *((e, self.destroy_timer) for e in self.timers),
+        ]
+
+    def _release(self) -> None:
+        """Destroy what configure created (topics, timers) and leave the intra-process bus."""
+        self._drop_guard_timer()
+        for entity, destroy in self._configured_entities:
+            destroy(entity)
+        self._configured_entities = []
+        self._leapp_timers = []
+        self._release_data_path()
+
+    def _release_data_path(self) -> None:
+        """What a subclass drops on cleanup besides the entities (overridden)."""
+
+    # --- e-stop, watchdog, safe action ----------------------------------------------------
+
+    def _on_enable(self, request: Any, response: Any) -> Any:
+        self._set_estop(not request.data, "service ~/enable")
+        response.success = True
+        response.message = "e-stop engaged: safe action" if self._gate.estop else "enabled"
+        return response
+
+    def _on_estop_message(self, message: Any) -> None:
+        self._set_estop(bool(message.data), f"topic {self.settings['estop_topic']}")
+
+    def _set_estop(self, engaged: bool, source: str) -> None:
+        gate = self._gate
+        if engaged and gate.engage():
+            self.get_logger().warning(f"e-stop engaged ({source}): publishing the safe action")
+            if gate.active:
+                self._publish_safe_action()
+        elif not engaged and gate.release(time.monotonic()):
+            self._reset_sets()
+            self.get_logger().info(f"e-stop released ({source}): commanding from a fresh set")
+        else:
+            return
+        self._update_guard_timer()
+        self._report_change()
+
+    def _safe_period(self) -> float:
+        rate = getattr(getattr(self, "firing", None), "rate_hz", None)
+        if rate:
+            return 1.0 / rate
+        return self._gate.timeout_s or DEFAULT_SAFE_PERIOD_S
+
+    def _update_guard_timer(self) -> None:
+        """An active node firing on inputs needs a timer for its watchdog and e-stop."""
+        firing = getattr(self, "firing", None)
+        gate = self._gate
+        needed = (
+            firing is not None
+            and firing.mode == "inputs"
+            and gate.active
+            and (gate.timeout_s is not None or gate.estop)
+        )
+        if needed and self._guard_timer is None:
+            self._guard_timer = self.create_timer(self._safe_period(), self._on_guard_timer)
+        elif not needed:
+            self._drop_guard_timer()
+
+    def _drop_guard_timer(self) -> None:
+        if self._guard_timer is not None:
+            self.destroy_timer(self._guard_timer)
+            self._guard_timer = None
+
+    def _on_guard_timer(self) -> None:
+        gate = self._gate
+        if gate.estop:
+            self._publish_safe_action()
+            return
+        was = gate.timed_out
+        if gate.overdue(time.monotonic()):
+            self._timed_out(was)
+
+    def _timed_out(self, was: bool) -> None:
+        """The watchdog fired: count it, publish the safe action, say so."""
+        for data in self._data_paths():
+            data.timeouts += 1
+        self._publish_safe_action()
+        self._warn(
+            "\0timeout",
+            f"node {self.pipeline_node!r}: no input set for {self._gate.timeout_s * 1000:g} ms "
+            "(input_timeout_ms): publishing the safe action until inputs come back",
+        )
+        if not was:
+            self._report_change()
+
+    def _resumed(self) -> None:
+        """A set came after a timeout: normal commands again."""
+        self.get_logger().info("inputs are back: commanding again")
+        self._report_change()
+
+    def _publish_safe_action(self) -> None:
+        if self._lifecycle in ("unconfigured", "finalized"):
+            return
+        stamp = self.get_clock().now().to_msg()
+        for data in self._data_paths():
+            if data.guard is None:
+                continue
+            values = data.guard.safe_values()
+            if any(value is not None for value in values):
+                self._publish_safe_values(data, values, stamp)
+                data.guard.published(values)
+                data.safe_actions += 1
+
+    # --- status and diagnostics -----------------------------------------------------------
+
+    def _operation(self) -> dict[str, Any]:
+        """The status fields of the node's operating state."""
+        return {
+            "lifecycle": self._lifecycle,
+            "estop": self._gate.estop,
+            "safe_action": self._gate.safe,
+        }
+
+    def _health_records(self) -> list[dict[str, Any]]:
+        extra = {
+            "autostart": self.settings["autostart"],
+            "configure_error": self._configure_error,
+            "hardware_id": self._hardware_id(),
+        }
+        if self._lifecycle in ("unconfigured", "finalized"):
+            names = self._unconfigured_names()
+            return [{"node": name, **self._operation(), **extra} for name in names]
+        last = self._last_set_time()
+        age = None if last is None else max(time.monotonic() - last, 0.0)
+        return [
+            {**record, **extra, "last_set_age_s": age} for record in self._status_records("ready")
+        ]
+
+    def _unconfigured_names(self) -> list[str]:
+        """The pipeline nodes the diagnostics name before configure (or after cleanup)."""
+        return [self.pipeline_node]
+
+    def _hardware_id(self) -> str:
+        spec = getattr(self, "spec", None) or self._spec_given
+        if spec is not None:
+            return spec.name
+        return Path(str(self.settings["spec_path"])).stem
+
+    def _publish_diagnostics(self, *, periodic: bool = True) -> None:
+        records = self._health_records()
+        now = self.get_clock().now()
+        statuses = self._health.statuses(records, time.monotonic(), periodic=periodic)
+        self._diagnostics.publish(self._health.array(statuses, now.to_msg()))
+
+    def _report_change(self) -> None:
+        """Publish diagnostics now if a level changed since the last report."""
+        if self._health.changed(self._health_records()):
+            self._publish_diagnostics(periodic=False)
+
+    def _on_status_timer(self) -> None:  # no parameters: rclpy would pass a TimerInfo
+        if self._lifecycle in ("inactive", "active"):
+            self._publish_status("ready")
+        self._publish_diagnostics()
+
+    def _publish_status(self, state: str) -> None:
+        for record in self._status_records(state):
+            self._status.publish(String(data=json.dumps(record)))
+
+    def stop(self) -> None:
+        """Stop firing and publish the ``stopping`` status (call before destroying the node)."""
+        for timer in [*self._leapp_timers, self._status_timer]:
+            timer.cancel()
+        self._drop_guard_timer()
+        if self._lifecycle not in ("inactive", "active"):
+            return
+        self._publish_status("stopping")
+        # reliable: give subscribers (a supervisor) a moment to acknowledge the last word
+        self._status.wait_for_all_acked(Duration(seconds=STOP_ACK_TIMEOUT_S))
+        for record in self._status_records("stopping"):
+            self.get_logger().info(f"leapp node '{record['node']}' stopping: {record}")
+
+    def _warn(self, key: str, text: str) -> None:
+        """Log ``text`` unless ``key`` was logged less than a second ago."""
+        self._warnings.warning(key, text)
