@@ -261,13 +261,15 @@ def test_ros2_node_list_shows_every_pipeline_node_under_the_namespace(graph):
 def test_ros2_topic_list_t_is_what_leapp_ros_inspect_lists(graph):
     listed = topic_list(load_plan(graph.export))  # the lines `leapp-ros inspect` prints
     assert len(listed) == 4
+    # and what every node publishes besides: /diagnostics, its lifecycle transition events
+    operations = [f"{name} [{kind}]" for name, kind in load_plan(graph.export).operation_topics()]
     run = ros2_until(
         graph.domain_id,
         ["topic", "list", "-t", *TOPIC_DISCOVERY],
-        lambda run: set(listed) <= set(lines(run)),
+        lambda run: set(listed + operations) <= set(lines(run)),
         timeout_s=20,
     )
-    assert sorted(lines(run)) == sorted(listed + EVERY_GRAPH), run
+    assert sorted(lines(run)) == sorted(listed + operations + EVERY_GRAPH), run
 
 
 def test_ros2_topic_list_include_hidden_topics_adds_the_status_topic_inspect_announces(graph):

@@ -23,10 +23,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from leapp_ros.node.data_path import COUNTERS
+from leapp_ros.plan.pipeline import DIAGNOSTICS_TOPIC
 
 __all__ = ["DIAGNOSTICS_TOPIC", "HealthReport"]
-
-DIAGNOSTICS_TOPIC = "/diagnostics"
 
 OK, WARN, ERROR = b"\x00", b"\x01", b"\x02"
 

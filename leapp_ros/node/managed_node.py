@@ -280,10 +280,19 @@ class ManagedNode(LifecycleNode):
             if data.guard is None:
                 continue
             values = data.guard.safe_values()
-            if any(value is not None for value in values):
+            if all(value is None for value in values):
+                continue
+            try:
                 self._publish_safe_values(data, values, stamp)
-                data.guard.published(values)
-                data.safe_actions += 1
+            except Exception as e:  # never die of it: say so, and try again next period
+                data.errors += 1
+                self._warn(
+                    f"\0safe {data.name}",
+                    f"node {data.name!r}: could not publish the safe action: {one_line(e)}",
+                )
+                continue
+            data.guard.published(values)
+            data.safe_actions += 1
 
     # --- status and diagnostics -----------------------------------------------------------
 

@@ -16,6 +16,7 @@ it before each run; it knows nothing of ROS, so its rules are tested without it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -87,6 +88,8 @@ class OutputGuard:
                     f"node {node!r}: output {port.port!r} is {port.dtype}: "
                     f"ports.{port.port}.min / max / max_step apply to float outputs only"
                 )
+            if entry.safe_values is not None:  # the port's dtype, as its messages carry it
+                entry = replace(entry, safe_values=entry.safe_values.astype(port.dtype))
             ports.append(_PortGuard(index, entry))
         return cls(len(outputs), ports) if ports else None
 

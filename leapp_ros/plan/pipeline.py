@@ -32,10 +32,12 @@ from leapp.spec import ModelSpec, Spec, TensorSpec
 from leapp_ros.plan.bindings import Binding, BindingError, PortOverride, bind_port
 
 __all__ = [
+    "DIAGNOSTICS_TOPIC",
     "METADATA_QOS",
     "PUBLISHER_QOS",
     "STATUS_TOPIC",
     "SUBSCRIPTION_QOS",
+    "TRANSITION_EVENTS",
     "Firing",
     "InputPlan",
     "NodePlan",
@@ -65,6 +67,8 @@ PUBLISHER_QOS = QosPlan("reliable")
 SUBSCRIPTION_QOS = QosPlan("best_effort")
 METADATA_QOS = QosPlan("reliable", "transient_local", 1)
 STATUS_TOPIC = "_leapp/status"  # std_msgs/String (JSON) from every node; hidden from topic lists
+DIAGNOSTICS_TOPIC = "/diagnostics"  # diagnostic_msgs/DiagnosticArray from every node
+TRANSITION_EVENTS = "transition_event"  # <node>/transition_event: a lifecycle node's transitions
 
 _MESSAGES = {
     "float32": "Float32MultiArray",
@@ -187,6 +191,16 @@ class PipelinePlan:
             if i.topic is not None
         }
         return sorted(found)
+
+    def operation_topics(self, *, fused: bool = False) -> list[tuple[str, str]]:
+        """The topics of the running nodes besides the data topics, as ``topics()`` has
+        them: ``/diagnostics`` and each ROS node's lifecycle ``transition_event``."""
+        nodes = ["leapp_fused"] if fused else [node.name for node in self.nodes]
+        events = "lifecycle_msgs/msg/TransitionEvent"
+        return [
+            (DIAGNOSTICS_TOPIC, "diagnostic_msgs/msg/DiagnosticArray"),
+            *((self.resolve(f"{node}/{TRANSITION_EVENTS}"), events) for node in nodes),
+        ]
 
     def resolve(self, topic: str) -> str:
         """The absolute name of a relative ``topic`` under this plan's namespace."""

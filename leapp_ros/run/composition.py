@@ -383,8 +383,9 @@ def _cpus_asked(parameters: Sequence[Any]) -> tuple[int, ...] | None:
 
 
 def _affinity_of(node: Any) -> tuple[int, ...] | None:
-    status = getattr(node, "status", None)
-    cpus = status()["cpu_affinity"] if status is not None else None
+    """The CPUs a pipeline node asks for (cpu_affinity: it pins them when it configures)."""
+    settings = getattr(node, "settings", None)
+    cpus = settings.get("cpu_affinity") if isinstance(settings, dict) else None
     return tuple(sorted(cpus)) if cpus else None
 
 

@@ -215,7 +215,7 @@ def _check_one_cpu_set(nodes: list[Any]) -> None:
     """The nodes share one process, so they cannot run on different CPUs."""
     from leapp_ros.plan.settings import StartupError
 
-    asked = {n.pipeline_node: n.status()["cpu_affinity"] for n in nodes}
+    asked = {n.pipeline_node: list(n.settings["cpu_affinity"]) for n in nodes}
     if len({tuple(cpus) for cpus in asked.values() if cpus}) > 1:
         listed = ", ".join(f"{name} {cpus}" for name, cpus in asked.items() if cpus)
         raise StartupError(

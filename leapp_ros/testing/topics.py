@@ -124,6 +124,7 @@ def topic_problems(
     found = dict(node.get_topic_names_and_types())
     prefix = plan.namespace.rstrip("/") + "/"
     status = plan.resolve(STATUS_TOPIC)
+    operations = dict(plan.operation_topics(fused=publisher is not None))
     problems = [
         f"{topic}: expected type {kind}, found {found.get(topic, 'none')}"
         for topic, kind in expected.items()
@@ -132,7 +133,10 @@ def topic_problems(
     problems += [
         f"{topic}: not in the plan (types {kinds})"
         for topic, kinds in sorted(found.items())
-        if topic.startswith(prefix) and topic not in expected and topic != status
+        if topic.startswith(prefix)
+        and topic not in expected
+        and topic != status
+        and found[topic] != [operations.get(topic)]
     ]
     for plan_node in plan.nodes:
         for output in plan_node.outputs:

@@ -91,6 +91,7 @@ def topic_list(plan: PipelinePlan, *, notes: bool = False) -> list[str]:
         "",
         f"{_INDENT}hidden (shown with ros2 topic list -t --include-hidden-topics):",
         f"{_INDENT}{status}  node status as JSON, {format_qos(METADATA_QOS)}",
+        f"{_INDENT}every node also publishes /diagnostics and <node>/transition_event (lifecycle)",
         f"{_INDENT}every ROS 2 graph also has /parameter_events and /rosout",
     ]
 
