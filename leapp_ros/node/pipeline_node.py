@@ -11,8 +11,12 @@ namespace, loads and warms up its model, subscribes to one topic per input and a
 output, then runs the model whenever its firing rule says so and publishes every output.
 
 The ROS parameters (``spec_path``, ``firing``, ``rate_hz``, ``max_input_age``,
-``cpu_latency_us``, ``cpu_affinity``, ``on_nonfinite``, ``ports.<port>.*``, ``qos_overrides``)
-are documented in :mod:`leapp_ros.plan.settings`; all are read once at startup.
+``cpu_latency_us``, ``cpu_affinity``, ``on_nonfinite``, ``sync``, ``autostart``,
+``input_timeout_ms``, ``estop_topic``, ``ports.<port>.*``, ``qos_overrides``) are documented in
+:mod:`leapp_ros.plan.settings` and :mod:`leapp_ros.plan.limits`; all are read once. The node
+is a lifecycle node (:mod:`leapp_ros.node.managed_node`: configure, activate, e-stop, input
+watchdog, safe action, ``/diagnostics``); with ``autostart`` (default) it configures and
+activates at once.
 
 Feedback inputs (another node's output, consumed on the next tick) never trigger and start
 from ``pipeline.initial_values`` (a safetensors file keyed ``<node>/<port>``); state inputs (the
@@ -26,10 +30,11 @@ bus (composed), it exchanges values with the other pipeline nodes of its process
 (``std_msgs/String``) on ``_leapp/status`` (reliable, transient local, depth 1) when ready
 and then every second::
 
-    {"node": "preprocess", "state": "ready", "runs": 12, "received": 24, "dropped": 0,
-     "stale": 0, "errors": 0, "nonfinite_inputs": 0, "nonfinite_outputs": 0,
-     "incomplete_sets": 0, "cpu_latency_us": null, "cpu_affinity": null,
-     "subscribers": {"/torch_pipeline/preprocess/obs": 1}}
+    {"node": "preprocess", "state": "ready", "lifecycle": "active", "estop": false,
+     "safe_action": false, "runs": 12, "received": 24, "dropped": 0, "stale": 0, "errors": 0,
+     "nonfinite_inputs": 0, "nonfinite_outputs": 0, "incomplete_sets": 0, "timeouts": 0,
+     "safe_actions": 0, "clamped": 0, "step_limited": 0, "cpu_latency_us": null,
+     "cpu_affinity": null, "subscribers": {"/torch_pipeline/preprocess/obs": 1}}
 
 (``cpu_latency_us``: the CPU latency request held, ``cpu_affinity``: the CPUs pinned to, null
 for none; ``subscribers``: the subscriptions each output's publisher matched, so a tester

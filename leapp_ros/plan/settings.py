@@ -45,6 +45,13 @@ The parameters of a pipeline node (all read once at startup):
     The message of an external input or an output (see :mod:`leapp_ros.plan.bindings` and the
     README's robot messages): a type, or ``multiarray``; the port's kind and joint names for
     exports without semantics; the joint order on the wire of an output.
+``autostart`` (bool)
+    true (default): configure and activate at startup; false: wait for ``ros2 lifecycle``.
+``input_timeout_ms`` (number)
+    When > 0, an active node whose triggering inputs formed no set for this long publishes
+    its safe action once per period (``ports.<port>.safe_action``, :mod:`leapp_ros.plan.limits`).
+``estop_topic`` (string)
+    A ``std_msgs/Bool`` topic (latched) the node listens to: true engages its e-stop.
 ``qos_overrides./<ns>/<topic>.publisher|subscription.<policy>``
     The standard rclpy QoS overrides (history, depth, reliability) of every data topic.
 """
@@ -189,6 +196,7 @@ def declare_port_overrides(node: Any, *models: ModelSpec) -> dict[str, PortOverr
         node.get_logger().warning(
             f"node {owner}: parameter(s) {unknown} name no port of this node, ignored "
             f"them; its ports are {ports} and each takes ports.<port>.message|kind|names|order"
+            " (outputs also safe_action|safe_values|min|max|max_step)"
         )
     return found
 
