@@ -4,6 +4,7 @@
     ros2 launch leapp_ros pipeline.launch.py pipeline:=/path/to/export/torch_pipeline.yaml \\
         namespace:=robot1 composed:=true log_level:=warn params_file:=/path/to/params.yaml \\
         cpu_latency_us:=0 pin_cpus:=true
+    ros2 launch leapp_ros pipeline.launch.py pipeline:=/path/to/export autostart:=false
 
 Arguments:
     pipeline     the export folder, or its <name>.yaml spec (required)
@@ -34,13 +35,21 @@ Arguments:
                  empty for all (default). To split a graph over machines, launch each
                  machine's share with the same export, namespace and ROS_DOMAIN_ID; DDS
                  carries the topics between them (README: "Several machines")
+    autostart    false: every node starts unconfigured and publishes nothing until
+                 `ros2 lifecycle set /<namespace>/<node> configure`, then `activate` (or
+                 launch_ros's lifecycle ChangeState events); true (default): as the params
+                 file says (the nodes' default: configure and activate at startup)
 
-Parameters given here (spec_path, pipeline_node, cpu_latency_us, cpu_affinity) win over the
-params file. The spec is loaded (checksums verified) and planned when the launch runs, so a
-missing export or an invalid spec stops the launch with the spec's own message. Processes and
-their arguments come from leapp_ros.run.processes, the same description `leapp-ros run` uses where
-ROS 2 comes from pip; composed, the container is launch_ros's standard ComposableNodeContainer,
-so `ros2 component list` shows it and `ros2 component load` can add nodes to it.
+Parameters given here (spec_path, pipeline_node, cpu_latency_us, cpu_affinity, autostart: false)
+win over the params file. The spec is loaded (checksums verified) and planned when the launch
+runs, so a missing export or an invalid spec stops the launch with the spec's own message.
+Processes and their arguments come from leapp_ros.run.processes, the same description
+`leapp-ros run` uses where ROS 2 comes from pip. Every leapp_node and leapp_fused process is a
+launch_ros LifecycleNode, so launch's lifecycle events (launch_ros.events.lifecycle.ChangeState,
+OnStateTransition) can target it. Composed, the container is launch_ros's standard
+ComposableNodeContainer, so `ros2 component list` shows it and `ros2 component load` can add
+nodes to it; its components are lifecycle nodes too, driven with `ros2 lifecycle` (launch has
+no lifecycle action for components).
 """
 
 from pathlib import Path
@@ -48,7 +57,7 @@ from pathlib import Path
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.launch_description import LaunchDescription
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import ComposableNodeContainer, Node
+from launch_ros.actions import ComposableNodeContainer, LifecycleNode
 from launch_ros.descriptions import ComposableNode
 
 import leapp.spec
@@ -108,14 +117,21 @@ def generate_launch_description() -> LaunchDescription:
                 default_value="",
                 description="pipeline nodes to run on this host, comma-separated (empty: all)",
             ),
+            DeclareLaunchArgument(
+                "autostart",
+                default_value="true",
+                choices=["true", "false"],
+                description="false: every node waits unconfigured for ros2 lifecycle "
+                "configure and activate; true: as the params file says (default: start)",
+            ),
             OpaqueFunction(function=launch_pipeline),
         ]
     )
 
 
 def launch_pipeline(context, *args, **kwargs):
-    """Load the spec, plan the graph and return one launch_ros Node per process, or the
-    component container with every node."""
+    """Load the spec, plan the graph and return one launch_ros LifecycleNode per process, or
+    the component container with every node."""
     value = lambda name: LaunchConfiguration(name).perform(context).strip()  # noqa: E731
     spec = leapp.spec.load(value("pipeline"))
     plan = make_plan(spec, namespace=value("namespace") or None)
@@ -129,6 +145,7 @@ def launch_pipeline(context, *args, **kwargs):
         cpu_latency_us=whole_number("cpu_latency_us", value("cpu_latency_us")),
         pin_cpus=value("pin_cpus").lower() == "true",
         nodes=node_names(value("nodes")) or None,
+        autostart=False if value("autostart").lower() == "false" else None,
     )
     if composed:
         return [component_container(plan, process) for process in processes]
@@ -159,9 +176,10 @@ def ros_parameters(process: ProcessPlan, fixed: dict | None = None) -> list:
     return parameters
 
 
-def ros_node(process: ProcessPlan) -> Node:
-    """``process`` as a launch_ros Node of the leapp_ros package."""
-    return Node(
+def ros_node(process: ProcessPlan) -> LifecycleNode:
+    """``process`` (one leapp_node, or leapp_fused) as a launch_ros LifecycleNode of the
+    leapp_ros package: launch's lifecycle events can change its state."""
+    return LifecycleNode(
         package="leapp_ros",
         executable=process.executable,
         name=process.node_name,

@@ -110,13 +110,16 @@ def test_after_a_release_only_a_set_gathered_wholly_after_it_commands():
     assert gate.admit(10.7, {"a": 10.2, "b": 9.0}, ["a", "b"])  # fresh once: arrival rules again
 
 
-def test_the_watchdog_fires_after_the_timeout_and_a_set_ends_it():
+def test_the_watchdog_fires_after_the_timeout_and_a_command_ends_it():
     gate = CommandGate(timeout_s=0.2)
     gate.activate(0.0)
     assert not gate.overdue(0.15)
     assert gate.overdue(0.25) and gate.safe
     assert gate.admit(0.3, {"a": 0.29}, ["a"]) and not gate.timed_out
-    assert not gate.overdue(0.45)
+    assert gate.overdue(0.45), "sets whose runs fail (no command) do not feed the watchdog"
+    gate.admit(0.5, {"a": 0.49}, ["a"])
+    gate.last_command = 0.5  # the run published
+    assert not gate.overdue(0.65)
     gate.engage()
     assert not gate.overdue(5.0), "e-stopped: the e-stop's safe action, not a timeout"
 
@@ -124,5 +127,6 @@ def test_the_watchdog_fires_after_the_timeout_and_a_set_ends_it():
 def test_on_a_timer_the_watchdog_watches_the_oldest_input():
     gate = CommandGate(timeout_s=0.2)
     gate.activate(0.0)
+    gate.last_command = 0.95
     assert not gate.overdue(1.0, oldest=0.9)
     assert gate.overdue(1.0, oldest=0.7)

@@ -75,7 +75,7 @@ STAND_INS = {
     "launch/substitutions.py": RECORDED.format("LaunchConfiguration"),
     "launch/launch_description_sources.py": RECORDED.format("PythonLaunchDescriptionSource"),
     "launch_ros/__init__.py": "",
-    "launch_ros/actions.py": RECORDED.format("Node")
+    "launch_ros/actions.py": RECORDED.format("LifecycleNode")
     + "class ComposableNodeContainer(Recorded): pass\n",
     "launch_ros/descriptions.py": """
         from launch.actions import Recorded
@@ -110,7 +110,8 @@ spec = importlib.util.spec_from_file_location("launch_file", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 description = module.generate_launch_description()
-print(json.dumps([[type(e).__name__, plain(e.kwargs)] for e in description.args[0]]))
+print(json.dumps([[type(e).__name__, {**plain(e.kwargs), "_args": plain(list(e.args))}]
+                  for e in description.args[0]]))
 """
 
 REPLAY = """
@@ -266,13 +267,13 @@ def test_launch_file_starts_one_leapp_node_per_pipeline_node(site, stand_ins):
     )
     entities = json.loads(out)
     arguments = [kw for kind, kw in entities if kind == "DeclareLaunchArgument"]
-    assert len(arguments) == 3
-    nodes = [kw for kind, kw in entities if kind == "Node"]
+    assert len(arguments) == 4
+    nodes = [kw for kind, kw in entities if kind == "LifecycleNode"]
     assert [node["name"] for node in nodes] == list(NODES)
     for node in nodes:
         assert (node["package"], node["executable"]) == ("leapp_ros", "leapp_node")
         assert node["namespace"] == {"LaunchConfiguration": ["namespace"]}
-        fixed, params_file = node["parameters"]
+        fixed, params_file = node["parameters"]  # the file last: it wins over spec_path
         assert fixed["pipeline_node"] == node["name"]
         assert Path(fixed["spec_path"]) == site / "share" / PACKAGE / "export/torch_pipeline.yaml"
         assert params_file == {"LaunchConfiguration": ["params_file"]}
@@ -295,7 +296,8 @@ def test_composed_launch_file_starts_one_leapp_container(site, stand_ins):
             "leapp_ros::PipelineNode",
         )
         assert component["namespace"] == {"LaunchConfiguration": ["namespace"]}
-        params_file, fixed = component["parameters"]  # fixed last: they win over the file
+        autostart, params_file, fixed = component["parameters"]  # fixed last: they win
+        assert autostart == {"autostart": {"LaunchConfiguration": ["autostart"]}}
         assert params_file == {"LaunchConfiguration": ["params_file"]}
         assert fixed["pipeline_node"] == component["name"]
         assert Path(fixed["spec_path"]) == site / "share" / PACKAGE / "export/torch_pipeline.yaml"
@@ -307,7 +309,7 @@ def test_fused_launch_file_starts_one_leapp_fused_node(site, stand_ins):
         DESCRIBE, str(launch_file), path=[stand_ins, site], env={"AMENT_PREFIX_PATH": str(site)}
     )
     entities = json.loads(out)
-    (node,) = [kw for kind, kw in entities if kind == "Node"]
+    (node,) = [kw for kind, kw in entities if kind == "LifecycleNode"]
     assert (node["package"], node["executable"], node["name"]) == (
         "leapp_ros",
         "leapp_fused",
@@ -324,18 +326,62 @@ def test_launch_files_generate_a_description_with_the_real_launch(site, monkeypa
     from launch.launch_description_sources import (
         get_launch_description_from_python_launch_file,
     )
-    from launch_ros.actions import ComposableNodeContainer, Node
+    from launch_ros.actions import ComposableNodeContainer, LifecycleNode
 
     monkeypatch.setenv("AMENT_PREFIX_PATH", str(site))
     for name, kind in (
-        ("torch_pipeline.launch.py", Node),
+        ("torch_pipeline.launch.py", LifecycleNode),
         ("torch_pipeline_composed.launch.py", ComposableNodeContainer),
-        ("torch_pipeline_fused.launch.py", Node),
+        ("torch_pipeline_fused.launch.py", LifecycleNode),
     ):
         path = site / "share" / PACKAGE / "launch" / name
         entities = get_launch_description_from_python_launch_file(str(path)).entities
         count = 2 if name == "torch_pipeline.launch.py" else 1
         assert len([entity for entity in entities if type(entity) is kind]) == count
+
+
+@pytest.mark.parametrize("name", ["", "_composed", "_fused"])
+def test_every_launch_file_declares_autostart_true_and_gives_it_to_every_node(
+    site, stand_ins, name
+):
+    launch_file = site / "share" / PACKAGE / "launch" / f"torch_pipeline{name}.launch.py"
+    out = run_python(
+        DESCRIBE, str(launch_file), path=[stand_ins, site], env={"AMENT_PREFIX_PATH": str(site)}
+    )
+    entities = json.loads(out)
+    arguments = {kw["_args"][0]: kw for kind, kw in entities if kind == "DeclareLaunchArgument"}
+    argument = arguments["autostart"]
+    assert (argument["default_value"], argument["choices"]) == ("true", ["true", "false"])
+    nodes = [kw for kind, kw in entities if kind == "LifecycleNode"] or [
+        c["ComposableNode"][0]
+        for kind, kw in entities
+        if kind == "ComposableNodeContainer"
+        for c in kw["composable_node_descriptions"]
+    ]
+    assert len(nodes) == (1 if name == "_fused" else len(NODES))
+    for node in nodes:
+        fixed = [entry for entry in node["parameters"] if "autostart" in entry]
+        assert fixed and fixed[0]["autostart"] == {"LaunchConfiguration": ["autostart"]}
+        params_file = node["parameters"].index({"LaunchConfiguration": ["params_file"]})
+        assert node["parameters"].index(fixed[0]) < params_file  # a file's autostart wins
+
+
+def test_launch_files_declare_autostart_with_the_real_launch(site, monkeypatch):
+    pytest.importorskip("launch_ros.actions", reason="launch_ros is not installed (pip ROS 2)")
+    from launch.actions import DeclareLaunchArgument
+    from launch.launch_description_sources import (
+        get_launch_description_from_python_launch_file,
+    )
+
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(site))
+    for name in ("", "_composed", "_fused"):
+        path = site / "share" / PACKAGE / "launch" / f"torch_pipeline{name}.launch.py"
+        entities = get_launch_description_from_python_launch_file(str(path)).entities
+        (argument,) = [
+            e for e in entities if isinstance(e, DeclareLaunchArgument) and e.name == "autostart"
+        ]
+        assert argument.choices == ["true", "false"]
+        assert [s.text for s in argument.default_value] == ["true"]
 
 
 def test_parameters_file_has_ros_parameters_for_every_node_and_no_spec_path(package):

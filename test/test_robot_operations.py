@@ -272,7 +272,7 @@ def test_the_enable_service_engages_the_estop_and_release_needs_a_fresh_set(live
     live.probe.spin_until(lambda: live.status()["policy"].get("estop") is False, 5, "released")
 
 
-def test_the_latched_estop_topic_stops_every_node_until_released(live, inputs):
+def test_the_estop_topic_latched_or_plain_stops_every_node_until_released(live, inputs):
     from std_msgs.msg import Bool
 
     estop = live.probe.node.create_publisher(Bool, ESTOP_TOPIC, qos(transient_local=True, depth=1))
@@ -287,7 +287,10 @@ def test_the_latched_estop_topic_stops_every_node_until_released(live, inputs):
         inputs.send()
         live.spin(0.2)
         assert all(is_safe(c) for c in inputs.commands()[before:])
-        estop.publish(Bool(data=False))
+        plain = live.probe.publisher(ESTOP_TOPIC, Bool)  # volatile, as `ros2 topic pub`
+        live.probe.wait_matched(plain, 1 if live.fused else 2)
+        plain.publish(Bool(data=False))
+        live.probe.node.destroy_publisher(plain)
         live.probe.spin_until(
             lambda: not any(s.get("estop") for s in live.status().values()), 5, "released"
         )

@@ -6,9 +6,10 @@ Export the seed pipeline; copy this repository (the leapp_ros package) into ``ws
 export's package into ``ws/src``, ``colcon build`` and source again; then:
 ``colcon test`` of the generated package (its launch_testing test replays the traced examples
 over real topics) and of leapp_ros (a fast subset, see LEAPP_ROS_COLCON_SUBSET), ``ros2 launch``
-of the generated launch file and of ``leapp_ros pipeline.launch.py ... composed:=true``, each
-answered by a client over real topics like eager PyTorch, and SIGINT to ``ros2 launch`` stopping
-every node cleanly.
+of the generated launch file (also with ``autostart:=false``, brought up with ``ros2
+lifecycle set ... configure`` and ``activate``) and of ``leapp_ros pipeline.launch.py ...
+composed:=true``, each answered by a client over real topics like eager PyTorch, and SIGINT to
+``ros2 launch`` stopping every node cleanly.
 
 Needs colcon, ros2cli and the launch stack (a ROS 2 install, or ``scripts/setup.sh`` with
 ``../shared/ros2-launch`` present); skipped with that reason elsewhere. Every process runs in a
@@ -23,6 +24,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -161,13 +164,22 @@ def test_colcon_test_runs_leapp_ros_pytest_tests_and_they_pass(workspace):
     assert count_tests(output) >= 10  # pytest ran: unittest would have found nothing
 
 
-def launch_and_answer(argv: list[str], env: dict[str, str], export: Path, domain_id: int) -> None:
-    """``ros2 launch ...``: every node ready, three actions equal to eager, then SIGINT stops
-    ros2 launch and every process it started with exit code 0."""
+def launch_and_answer(
+    argv: list[str],
+    env: dict[str, str],
+    export: Path,
+    domain_id: int,
+    bring_up: Callable[[], None] | None = None,
+) -> None:
+    """``ros2 launch ...``: every node ready (after ``bring_up()``, given one), three actions
+    equal to eager, then SIGINT stops ros2 launch and every process it started with exit
+    code 0."""
     pipeline = leapp.Pipeline.load(export)
     command = Command(argv, env)
     probe = Probe(domain_id)
     try:
+        if bring_up is not None:
+            bring_up()
         probe.wait_ready(NAMESPACE, NODES, timeout_s=90, check=lambda: exited(command))
         seed = SeedIO(probe, NAMESPACE)
         for _ in range(3):
@@ -199,6 +211,41 @@ def test_ros2_launch_of_the_generated_package_answers_like_eager_and_stops_on_si
     _, export, env = workspace
     argv = [tool("ros2"), "launch", PACKAGE, "torch_pipeline.launch.py"]
     launch_and_answer(argv, env, export, domain_id)
+
+
+def ros2_lifecycle(env: dict[str, str], node: str, *transition: str) -> str:
+    """``ros2 lifecycle get NODE`` (or ``set NODE TRANSITION``), retried until the CLI has
+    discovered the node (no daemon: each call discovers the graph afresh); its output."""
+    verb = ["set", node, *transition] if transition else ["get", node]
+    argv = [tool("ros2"), "lifecycle", *verb, "--no-daemon", "--spin-time", "2"]
+    deadline = time.monotonic() + 60
+    while True:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        if done.returncode == 0 or "Node not found" not in done.stderr:
+            break
+        assert time.monotonic() < deadline, f"{' '.join(argv)}: {done.stdout}{done.stderr}"
+    assert done.returncode == 0, f"{' '.join(argv)}: {done.stdout}{done.stderr}"
+    if transition:  # `set` exits 0 also when the transition failed
+        assert "Transitioning successful" in done.stdout, done.stdout + done.stderr
+    return done.stdout.strip()
+
+
+def test_ros2_launch_of_the_generated_package_with_autostart_false_waits_for_ros2_lifecycle(
+    workspace, domain_id
+):
+    _, export, env = workspace
+    argv = [tool("ros2"), "launch", PACKAGE, "torch_pipeline.launch.py", "autostart:=false"]
+    nodes = [f"{NAMESPACE}/{node}" for node in NODES]
+
+    def bring_up() -> None:
+        for node in nodes:
+            assert ros2_lifecycle(env, node).startswith("unconfigured")
+        for transition, state in (("configure", "inactive"), ("activate", "active")):
+            for node in nodes:
+                ros2_lifecycle(env, node, transition)
+                assert ros2_lifecycle(env, node).startswith(state)
+
+    launch_and_answer(argv, env, export, domain_id, bring_up)
 
 
 def test_ros2_launch_pipeline_composed_answers_like_eager_and_stops_on_sigint(

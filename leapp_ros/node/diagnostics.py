@@ -6,7 +6,7 @@ export's name, with a value for every counter, the firing rate and the age of th
 set. The level says what happened since the last periodic report:
 
 - ERROR: the model failed or gave NaN/inf results, the node failed to configure, or it is not
-  active although ``autostart`` says it should be;
+  active although ``autostart`` says it should be (and no operator deactivated it);
 - WARN: messages dropped (malformed, NaN/inf, incomplete or stale sets), input timeouts,
   clamped or step-limited commands, the e-stop engaged, the safe action being published, or
   the node waiting for ``ros2 lifecycle`` to activate it;
@@ -59,7 +59,7 @@ class HealthReport:
         self, records: Sequence[Mapping[str, Any]], now: float, *, periodic: bool = True
     ) -> list[Any]:
         """One ``DiagnosticStatus`` per record (``_leapp/status`` records, each with
-        ``hardware_id``, ``autostart`` and ``last_set_age_s``); ``periodic`` starts a new
+        ``hardware_id``, ``expected_active`` and ``last_set_age_s``); ``periodic`` starts a new
         period (what counts as "since the last report")."""
         from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 
@@ -121,14 +121,14 @@ def _level(record: Mapping[str, Any], delta: Mapping[str, int]) -> tuple[bytes, 
     errors = [f"{delta[c]} {text}" for c, text in _FAILURES.items() if delta.get(c, 0) > 0]
     if record.get("configure_error"):
         errors.insert(0, f"configure failed: {record['configure_error']}")
-    if record.get("autostart", True) and lifecycle != "active":
+    if record.get("expected_active", True) and lifecycle != "active":
         errors.insert(0, f"{lifecycle or 'not started'}, but autostart is true")
     warnings = [f"{delta[c]} {text}" for c, text in _WARNINGS.items() if delta.get(c, 0) > 0]
     if record.get("estop"):
         warnings.insert(0, "e-stop engaged: safe action")
     elif record.get("safe_action"):
         warnings.insert(0, "no input set within input_timeout_ms: safe action")
-    if not record.get("autostart", True) and lifecycle != "active":
+    if not record.get("expected_active", True) and lifecycle != "active":
         warnings.insert(0, f"{lifecycle}: waiting for ros2 lifecycle to activate it")
     if errors:
         return ERROR, "; ".join(errors + warnings)

@@ -300,6 +300,8 @@ class FusedPipelineNode(PipelineNode):
             if wanted():
                 publisher.publish(writer.write(value, stamp))
         self._ticks += 1
+        if len(ran) == len(self._stages):  # every result published: the watchdog is fed
+            self._gate.last_command = time.monotonic()
 
     # --- operations (see ManagedNode) ----------------------------------------------------
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +64,10 @@ class ManagedNode(LifecycleNode):
         self._configure_error: str | None = None
         self._configured_entities: list[tuple[Any, Any]] = []
         self._guard_timer: Any = None
+        self._estop_sent = (-1, -1)  # (source timestamp, sequence number) of the newest taken
         self._leapp_timers: list[Any] = getattr(self, "_leapp_timers", [])
         self.settings = settings = declare_parameters(self)
+        self._expected_active = bool(settings["autostart"])  # until an operator says otherwise
         self.pipeline_node = str(settings["pipeline_node"] or self.get_name())
         timeout = settings["input_timeout_ms"] / 1000.0 or None
         self._gate = CommandGate(timeout)
@@ -79,10 +82,13 @@ class ManagedNode(LifecycleNode):
         if settings["estop_topic"]:
             from std_msgs.msg import Bool
 
+            # latched (a state published before this node started still reaches it), and
+            # volatile too, or a plain `ros2 topic pub` would never match; both say the same
             latched = METADATA_QOS  # reliable, transient local, depth 1
-            self.create_subscription(
-                Bool, settings["estop_topic"], self._on_estop_message, qos_profile(latched)
-            )
+            for qos in (latched, replace(latched, durability="volatile")):
+                self.create_subscription(
+                    Bool, settings["estop_topic"], self._on_estop_message, qos_profile(qos)
+                )
         if settings["autostart"]:
             if self.trigger_configure() != _SUCCESS:
                 raise StartupError(self._configure_error or "configure failed")
@@ -134,6 +140,7 @@ class ManagedNode(LifecycleNode):
         return _SUCCESS
 
     def on_activate(self, state: Any) -> TransitionCallbackReturn:
+        self._expected_active = True
         self._reset_sets()
         self._gate.activate(time.monotonic())
         self._lifecycle = "active"
@@ -145,6 +152,7 @@ class ManagedNode(LifecycleNode):
         return _SUCCESS
 
     def on_deactivate(self, state: Any) -> TransitionCallbackReturn:
+        self._expected_active = False  # an operator's choice: a warning, not an error
         self._publish_safe_action()
         self._gate.deactivate()
         self._lifecycle = "inactive"
@@ -155,12 +163,14 @@ class ManagedNode(LifecycleNode):
         return _SUCCESS
 
     def on_cleanup(self, state: Any) -> TransitionCallbackReturn:
+        self._expected_active = False
         self._release()
         self._lifecycle = "unconfigured"
         self._report_change()
         return _SUCCESS
 
     def on_shutdown(self, state: Any) -> TransitionCallbackReturn:
+        self._expected_active = False
         if self._gate.active:
             self._publish_safe_action()
         self._gate.deactivate()
@@ -202,7 +212,12 @@ class ManagedNode(LifecycleNode):
         response.message = "e-stop engaged: safe action" if self._gate.estop else "enabled"
         return response
 
-    def _on_estop_message(self, message: Any) -> None:
+    def _on_estop_message(self, message: Any, info: Any) -> None:
+        # a latched publisher reaches both subscriptions: take each message once, newest last
+        sent = (info["source_timestamp"], info["publication_sequence_number"] or 0)
+        if sent <= self._estop_sent:
+            return
+        self._estop_sent = sent
         self._set_estop(bool(message.data), f"topic {self.settings['estop_topic']}")
 
     def _set_estop(self, engaged: bool, source: str) -> None:
@@ -256,8 +271,9 @@ class ManagedNode(LifecycleNode):
 
     def _timed_out(self, was: bool) -> None:
         """The watchdog fired: count it, publish the safe action, say so."""
-        for data in self._data_paths():
-            data.timeouts += 1
+        if not was:  # one timeout per stretch without inputs (safe_actions counts messages)
+            for data in self._data_paths():
+                data.timeouts += 1
         self._publish_safe_action()
         self._warn(
             "\0timeout",
@@ -306,7 +322,7 @@ class ManagedNode(LifecycleNode):
 
     def _health_records(self) -> list[dict[str, Any]]:
         extra = {
-            "autostart": self.settings["autostart"],
+            "expected_active": self._expected_active,
             "configure_error": self._configure_error,
             "hardware_id": self._hardware_id(),
         }
@@ -356,6 +372,9 @@ class ManagedNode(LifecycleNode):
         self._drop_guard_timer()
         if self._lifecycle not in ("inactive", "active"):
             return
+        if self._gate.active:  # the process ends (SIGINT, unload): last word is the safe action
+            self._publish_safe_action()
+            self._gate.deactivate()
         self._publish_status("stopping")
         # reliable: give subscribers (a supervisor) a moment to acknowledge the last word
         self._status.wait_for_all_acked(Duration(seconds=STOP_ACK_TIMEOUT_S))

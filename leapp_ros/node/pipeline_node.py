@@ -355,6 +355,7 @@ class PipelineNode(ManagedNode):
             data.report_model_error(e, self._warn, self.get_logger())
             return
         data.runs += 1
+        self._gate.last_command = time.monotonic()  # what the input watchdog watches
 
     # --- operations (see ManagedNode) ----------------------------------------------------
 

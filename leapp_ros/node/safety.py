@@ -144,6 +144,7 @@ class CommandGate:
         self.estop = False
         self.timed_out = False  # publishing the safe action for want of inputs
         self.last_set = 0.0  # monotonic time of the last valid set (or of activation)
+        self.last_command = 0.0  # of the last run that published (or of activation): watched
         self.fresh_after = 0.0  # sets must be gathered after this monotonic time
         self.awaiting_fresh = False  # no set since the last activation or release
 
@@ -161,7 +162,7 @@ class CommandGate:
         self.active = True
         self.timed_out = False
         self.awaiting_fresh = True
-        self.last_set = self.fresh_after = now
+        self.last_set = self.last_command = self.fresh_after = now
 
     def deactivate(self) -> None:
         self.active = False
@@ -181,7 +182,7 @@ class CommandGate:
         if was:
             self.timed_out = False
             self.awaiting_fresh = True
-            self.last_set = self.fresh_after = now
+            self.last_set = self.last_command = self.fresh_after = now
         return was
 
     def admit(self, now: float, stamps: Any, keys: Any) -> bool:
@@ -200,11 +201,14 @@ class CommandGate:
         return True
 
     def overdue(self, now: float, oldest: float | None = None) -> bool:
-        """Whether the watchdog fires at ``now``: active, no e-stop, and no valid set since
-        ``timeout_s`` (or, on a timer, an input older than that: ``oldest`` its arrival)."""
+        """Whether the watchdog fires at ``now``: active, no e-stop, and no command for
+        ``timeout_s`` (no valid set came, or the model failed on those that did), or, on a
+        timer, an input older than that (``oldest`` its arrival)."""
         if self.timeout_s is None or not self.commanding:
             return False
-        since = self.last_set if oldest is None else max(oldest, self.fresh_after)
+        since = self.last_command
+        if oldest is not None:
+            since = min(since, max(oldest, self.fresh_after))
         if now - since > self.timeout_s:
             self.timed_out = True
             return True

@@ -37,7 +37,7 @@ __all__ = [
 
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 
-ParameterValue = str | int | tuple[int, ...]
+ParameterValue = str | bool | int | tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,8 @@ class ProcessPlan:
         for name, value in self.parameters:
             if isinstance(value, str):  # values are read as YAML: keep strings strings
                 value = "'" + value.replace("'", "''") + "'"
+            elif isinstance(value, bool):
+                value = "true" if value else "false"
             elif isinstance(value, tuple):
                 value = "[" + ", ".join(map(str, value)) + "]"
             args += ["-p", f"{name}:={value}"]
@@ -109,6 +111,7 @@ def plan_processes(
     pin_cpus: bool = False,
     remaps: Sequence[str] = (),
     nodes: Sequence[str] | None = None,
+    autostart: bool | None = None,
 ) -> tuple[ProcessPlan, ...]:
     """The processes that run ``plan``: one per node, one container when ``composed``, or
     one ``leapp_fused`` node running the whole pipeline per tick when ``fused``.
@@ -123,7 +126,9 @@ def plan_processes(
     other hosts of the same ROS domain (see :mod:`leapp_ros.plan.selection`). A container that
     holds every node is named ``leapp_container``, one that holds a share
     ``leapp_container_<its first node>``, apart from the other hosts' containers
-    (:func:`~leapp_ros.plan.selection.container_name`).
+    (:func:`~leapp_ros.plan.selection.container_name`). ``autostart`` sets that parameter of
+    every node: False starts each unconfigured, waiting for ``ros2 lifecycle set <node>
+    configure`` and ``activate``; None (default) leaves it to the params file (default true).
 
     Raises:
         PlanError: ``log_level`` is not one of :data:`LOG_LEVELS`, ``params_file`` is not
@@ -147,6 +152,8 @@ def plan_processes(
         if cpu_latency_us < -1:
             raise PlanError(f"cpu_latency_us must be -1 (off) or >= 0, got {cpu_latency_us}")
         extra = (("cpu_latency_us", cpu_latency_us),)
+    if autostart is not None:
+        extra += (("autostart", bool(autostart)),)
     cpus = usable_cpus() if pin_cpus else ()
     rules = tuple(remaps)
     for rule in rules:

@@ -46,6 +46,14 @@ def parameters_yaml(info: PackageInfo) -> str:
         "#                  depth (an integer). Defaults: publishers reliable, subscriptions",
         "#                  best_effort, keep_last, depth 1, volatile. A reliable subscription",
         "#                  needs a reliable publisher. Uncomment and edit the examples below.",
+        "#",
+        "# On a robot (README of leapp_ros: On a robot; its config/leapp_ros.yaml shows each):",
+        "#   autostart        false: start unconfigured, wait for ros2 lifecycle configure and",
+        "#                    activate (the launch files' argument autostart:=false does it too)",
+        "#   input_timeout_ms > 0.0: publish the safe action when no input set came this long",
+        "#   estop_topic      a std_msgs/Bool topic: true engages the e-stop, false releases it",
+        "#   ports.<output>.safe_action / safe_values / min / max / max_step: what an output",
+        "#                    publishes instead of commands, and limits on every command",
     ]
     for node in plan.nodes:
         lines += ["", *_node_section(plan, node)]

@@ -123,6 +123,14 @@ Launch it, then look at it:
     ros2 topic list -t
     ros2 topic echo @FIRST_OUTPUT@
 
+On a robot, start the nodes unconfigured and bring them up when it is ready (every node
+publishes nothing until it is active; `deactivate` publishes its safe action once):
+
+    ros2 launch @PACKAGE@ @LAUNCH@ autostart:=false
+    ros2 lifecycle get @NAMESPACE@/<node>             # unconfigured
+    ros2 lifecycle set @NAMESPACE@/<node> configure   # loads the model: inactive
+    ros2 lifecycle set @NAMESPACE@/<node> activate    # commands from the next inputs
+
 Test it (the test starts the graph, replays the values recorded while tracing over the topics
 and compares every published tensor; it needs launch_testing and pytest < 9):
 
