@@ -290,10 +290,10 @@ def test_the_estop_topic_latched_or_plain_stops_every_node_until_released(live, 
         plain = live.probe.publisher(ESTOP_TOPIC, Bool)  # volatile, as `ros2 topic pub`
         live.probe.wait_matched(plain, 1 if live.fused else 2)
         plain.publish(Bool(data=False))
-        live.probe.node.destroy_publisher(plain)
         live.probe.spin_until(
             lambda: not any(s.get("estop") for s in live.status().values()), 5, "released"
         )
+        live.probe.node.destroy_publisher(plain)
         for _ in range(3):
             inputs.step()
     finally:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ __all__ = ["ManagedNode"]
 STATUS_PERIOD_S = 1.0
 STOP_ACK_TIMEOUT_S = 0.5
 DEFAULT_SAFE_PERIOD_S = 0.1
+ESTOP_ECHO_S = 0.25  # an e-stop message seen on both subscriptions arrives this close together
 _SUCCESS, _FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
 
 
@@ -64,7 +66,7 @@ class ManagedNode(LifecycleNode):
         self._configure_error: str | None = None
         self._configured_entities: list[tuple[Any, Any]] = []
         self._guard_timer: Any = None
-        self._estop_sent = (-1, -1)  # (source timestamp, sequence number) of the newest taken
+        self._estop_seen: dict[bool, tuple[float, str]] = {}  # value: (when, subscription)
         self._leapp_timers: list[Any] = getattr(self, "_leapp_timers", [])
         self.settings = settings = declare_parameters(self)
         self._expected_active = bool(settings["autostart"])  # until an operator says otherwise
@@ -87,7 +89,10 @@ class ManagedNode(LifecycleNode):
             latched = METADATA_QOS  # reliable, transient local, depth 1
             for qos in (latched, replace(latched, durability="volatile")):
                 self.create_subscription(
-                    Bool, settings["estop_topic"], self._on_estop_message, qos_profile(qos)
+                    Bool,
+                    settings["estop_topic"],
+                    partial(self._on_estop_message, source=qos.durability),
+                    qos_profile(qos),
                 )
         if settings["autostart"]:
             if self.trigger_configure() != _SUCCESS:
@@ -212,13 +217,16 @@ class ManagedNode(LifecycleNode):
         response.message = "e-stop engaged: safe action" if self._gate.estop else "enabled"
         return response
 
-    def _on_estop_message(self, message: Any, info: Any) -> None:
-        # a latched publisher reaches both subscriptions: take each message once, newest last
-        sent = (info["source_timestamp"], info["publication_sequence_number"] or 0)
-        if sent <= self._estop_sent:
+    def _on_estop_message(self, message: Any, source: str) -> None:
+        # A latched publisher reaches both subscriptions: a value the other one delivered
+        # moments ago is that same message. (No MessageInfo: rclpy's EventsExecutor fails
+        # on callbacks that take it.)
+        engaged, now = bool(message.data), time.monotonic()
+        seen = self._estop_seen.get(engaged)
+        if seen is not None and seen[1] != source and now - seen[0] < ESTOP_ECHO_S:
             return
-        self._estop_sent = sent
-        self._set_estop(bool(message.data), f"topic {self.settings['estop_topic']}")
+        self._estop_seen[engaged] = (now, source)
+        self._set_estop(engaged, f"topic {self.settings['estop_topic']}")
 
     def _set_estop(self, engaged: bool, source: str) -> None:
         gate = self._gate
