@@ -144,16 +144,30 @@ def is_safe(command) -> bool:
     return torch.allclose(command, torch.tensor(SAFE), atol=1e-6)
 
 
-def call_service(graph, service_type, name, request):
-    node = graph.probe.node
-    client = node.create_client(service_type, name)
+def call_service(graph, service_type, name, request, probe=None):
+    probe = probe or graph.probe
+    client = probe.node.create_client(service_type, name)
     try:
-        graph.probe.spin_until(client.service_is_ready, 10, f"service {name}")
+        probe.spin_until(client.service_is_ready, 20, f"service {name}")
         future = client.call_async(request)
-        graph.probe.spin_until(future.done, 10, f"the answer of {name}")
+        probe.spin_until(future.done, 10, f"the answer of {name}")
         return future.result()
     finally:
-        node.destroy_client(client)
+        probe.node.destroy_client(client)
+
+
+def lifecycle_service(probe, node: str, transition: str | None = None) -> str:
+    """What ``lifecycle`` does, through the lifecycle services themselves (the CLI takes
+    seconds per call): the state's label, or after ``transition`` the new one."""
+    from lifecycle_msgs.srv import ChangeState, GetState
+
+    if transition is not None:
+        request = ChangeState.Request()
+        request.transition.label = transition
+        answer = call_service(None, ChangeState, f"{node}/change_state", request, probe)
+        assert answer.success, f"{node}: transition {transition} refused"
+    state = call_service(None, GetState, f"{node}/get_state", GetState.Request(), probe)
+    return state.current_state.label
 
 
 def enable(graph, on: bool):
@@ -187,7 +201,7 @@ def lifecycle(domain_id: int, node: str, transition: str | None = None) -> str:
     deadline = time.monotonic() + 30
     while True:
         try:
-            return ros2(domain_id, "lifecycle", *verb, "--no-daemon", "--spin-time", "3").strip()
+            return ros2(domain_id, "lifecycle", *verb, "--no-daemon", "--spin-time", "2").strip()
         except AssertionError:
             if time.monotonic() > deadline:
                 raise
@@ -306,7 +320,7 @@ def test_the_estop_topic_latched_or_plain_stops_every_node_until_released(live, 
 def test_deactivate_publishes_the_safe_action_and_activate_resumes(live, inputs):
     node = command_node(live)
     inputs.step()
-    assert lifecycle(live.domain_id, node).startswith("active")
+    assert lifecycle_service(live.probe, node) == "active"
     before = len(inputs.inbox)
     lifecycle(live.domain_id, node, "deactivate")
     wait_for_commands(inputs, before + 1, "the safe action on deactivate")
@@ -318,7 +332,7 @@ def test_deactivate_publishes_the_safe_action_and_activate_resumes(live, inputs)
     inputs.send()
     live.spin(0.5)  # inactive: no command, and no watchdog
     assert len(inputs.inbox) == before, "an inactive node published"
-    lifecycle(live.domain_id, node, "activate")
+    assert lifecycle_service(live.probe, node, "activate") == "active"
     for _ in range(3):
         inputs.step()
 
@@ -373,12 +387,17 @@ def test_a_timeout_is_a_diagnostic_warning(live, inputs):
         5,
         "a WARN saying the policy publishes its safe action",
     )
-    inputs.step()
-    live.probe.spin_until(
-        lambda: any(s.name == name and s.level == DiagnosticStatus.OK for s in arrays[-1].status),
-        5,
-        "OK again once commands resumed",
-    )
+    # commands flow again: the first report of a period without timeouts says so
+    deadline = time.monotonic() + 10
+    seen = len(arrays)
+    while True:
+        inputs.step()
+        live.spin(0.02)
+        ours = [s for a in arrays[seen:] for s in a.status if s.name == name]
+        # (clamped commands still warn: the inputs are large on purpose)
+        if any("timeout" not in s.message and "safe action" not in s.message for s in ours):
+            break
+        assert time.monotonic() < deadline, f"timed out still: {[s.message for s in ours]}"
     end()
 
 
@@ -404,8 +423,22 @@ def test_with_autostart_false_nothing_is_published_until_ros2_lifecycle_activate
             probe.publisher(f"{NAMESPACE}/preprocess/{port}", Float32MultiArray)
             for port in ("state", "velocity")
         ]
+        # the command node through the ros2 CLI, the others through the services
+        command = nodes[-1]
+
+        def get(node):
+            if node == command:
+                return lifecycle(domain_id, f"{NAMESPACE}/{node}")
+            return lifecycle_service(probe, f"{NAMESPACE}/{node}")
+
+        def change(node, transition):
+            if node == command:
+                lifecycle(domain_id, f"{NAMESPACE}/{node}", transition)
+            else:
+                lifecycle_service(probe, f"{NAMESPACE}/{node}", transition)
+
         for node in nodes:
-            assert lifecycle(domain_id, f"{NAMESPACE}/{node}").startswith("unconfigured")
+            assert get(node).startswith("unconfigured")
         exited(running)()
 
         def send():
@@ -415,8 +448,8 @@ def test_with_autostart_false_nothing_is_published_until_ros2_lifecycle_activate
             return eager_seed(seed, state, velocity)[1].clamp(-LIMIT, LIMIT)
 
         for node in nodes:
-            lifecycle(domain_id, f"{NAMESPACE}/{node}", "configure")
-            assert lifecycle(domain_id, f"{NAMESPACE}/{node}").startswith("inactive")
+            change(node, "configure")
+            assert get(node).startswith("inactive")
         for publisher in publishers:
             probe.wait_matched(publisher)
         for _ in range(3):
@@ -424,7 +457,7 @@ def test_with_autostart_false_nothing_is_published_until_ros2_lifecycle_activate
             probe.spin_for(0.2)
         assert not actions, "a node published before activation"
         for node in nodes:
-            lifecycle(domain_id, f"{NAMESPACE}/{node}", "activate")
+            change(node, "activate")
         probe.spin_for(0.5)  # (active and no inputs: the watchdog's safe action may come)
         for _ in range(3):
             before = len(actions)
