@@ -223,33 +223,17 @@ class FusedPipelineNode(PipelineNode):
         if self._stale_inputs(now, restore=True):
             return
         self._pending.update(self._triggers)
-        gate = self._gate
-        resumed = gate.timed_out
-        if gate.admit(now, self._stamps, self._triggers):
-            if resumed:
-                self._resumed()
-            self._run()
+        self._run_if_admitted(now)
 
     def _on_timer(self) -> None:
-        gate = self._gate
-        if not gate.active:
-            return
-        if gate.estop:
-            self._publish_safe_action()
-            return
-        now = time.monotonic()
-        was = gate.timed_out
-        if gate.overdue(now, min(self._stamps.values(), default=now)):
-            self._timed_out(was)
+        now = self._timer_guard(self._stamps.values())
+        if now is None:
             return
         if any(value is None for stage in self._stages for value in stage.values):
             return  # not every input has arrived yet
         if self._stale_inputs(now, restore=False):
             return
-        if gate.admit(now, self._stamps, self._triggers):
-            if was:
-                self._resumed()
-            self._run()
+        self._run_if_admitted(now)
 
     def _stale_inputs(self, now: float, *, restore: bool) -> bool:
         age = self.firing.max_input_age_s

@@ -277,6 +277,33 @@ class ManagedNode(LifecycleNode):
         if gate.overdue(time.monotonic()):
             self._timed_out(was)
 
+    def _run_if_admitted(self, now: float) -> None:
+        """Run on the set that formed at ``now`` if the gate admits it (active, no e-stop,
+        fresh after an activation or a release); a run after a timeout resumes commands."""
+        gate = self._gate
+        resumed = gate.timed_out
+        if gate.admit(now, self._stamps, self._triggers):
+            if resumed:
+                self._resumed()
+            self._run()
+
+    def _timer_guard(self, arrivals: Any) -> float | None:
+        """A timer tick's check before the data path (``arrivals``: the triggering inputs'
+        arrival times): None when the node is inactive, or publishes its safe action
+        instead (e-stop, input timeout); else the tick's time."""
+        gate = self._gate
+        if not gate.active:
+            return None
+        if gate.estop:
+            self._publish_safe_action()
+            return None
+        now = time.monotonic()
+        was = gate.timed_out
+        if gate.overdue(now, min(arrivals, default=now)):
+            self._timed_out(was)
+            return None
+        return now
+
     def _timed_out(self, was: bool) -> None:
         """The watchdog fired: count it, publish the safe action, say so."""
         if not was:  # one timeout per stretch without inputs (safe_actions counts messages)

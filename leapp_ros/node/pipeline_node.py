@@ -300,25 +300,12 @@ class PipelineNode(ManagedNode):
                 self._pending.update(old)
                 return
         self._pending.update(self._triggers)
-        gate = self._gate
-        resumed = gate.timed_out
-        if gate.admit(now, self._stamps, self._triggers):
-            if resumed:
-                self._resumed()
-            self._run()
+        self._run_if_admitted(now)
 
     def _on_timer(self) -> None:
-        gate = self._gate
-        if not gate.active:
-            return
-        if gate.estop:
-            self._publish_safe_action()
-            return
-        now = time.monotonic()
         stamps, triggers = self._stamps, self._triggers
-        was = gate.timed_out
-        if gate.overdue(now, min((stamps[i] for i in triggers), default=now)):
-            self._timed_out(was)
+        now = self._timer_guard(stamps[i] for i in triggers)
+        if now is None:
             return
         if any(value is None for value in self._values):
             return  # not every input has arrived yet
@@ -326,10 +313,7 @@ class PipelineNode(ManagedNode):
         if age and any(now - stamps[i] > age for i in triggers):
             self._data.stale += 1
             return
-        if gate.admit(now, stamps, triggers):
-            if was:
-                self._resumed()
-            self._run()
+        self._run_if_admitted(now)
 
     def _run(self) -> None:
         data = self._data
