@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from leapp_ros.node.stamp_sync import StampSync, gather_by_stamp, stamp_ns, stamp_sync
+from leapp_ros.messages.topic_io import stamp_ns
+from leapp_ros.node.stamp_sync import StampSync, gather_by_stamp, stamp_sync
 from leapp_ros.plan.pipeline import Firing
 from leapp_ros.plan.settings import StartupError
 

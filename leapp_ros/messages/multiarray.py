@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import array
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -205,7 +206,10 @@ class PortCodec:
         Raises:
             MessageError: see :meth:`from_message`.
         """
-        values = self._values(message)
+        return self.port_value(self._values(message))
+
+    def port_value(self, values: np.ndarray) -> Any:
+        """Wire values (the wire dtype, the port's shape) as the port's array."""
         if self.dtype == "bool":
             return values.astype(bool)  # any non-zero byte is True; a 0-d array stays one
         if self._port_numpy is None:
@@ -249,6 +253,16 @@ class PortCodec:
             return values.to(getattr(torch, self.dtype))
         return values
 
+    @property
+    def wire_dtype(self) -> np.dtype:
+        """The NumPy dtype of the message's ``data`` elements."""
+        return self._numpy
+
+    @property
+    def layout_dims(self) -> tuple[tuple[str, int, int], ...]:
+        """``(label, size, stride)`` of each axis, as :meth:`new_message` lays them out."""
+        return self._labelled
+
     def new_message(self) -> Any:
         """An empty message of this port with its own layout (messages never share one)."""
         dims = [self._dim_class(label=a, size=b, stride=c) for a, b, c in self._labelled]
@@ -262,19 +276,24 @@ class PortCodec:
                 f"expected a {self.message_class.__name__} for {expected}, got a "
                 f"{type(message).__name__} (array typecode {data.typecode!r})"
             )
-        if len(data) != self.size:
-            raise MessageError(f"expected {expected}, got {len(data)} element(s)")
-        if layout.data_offset != 0:
-            raise MessageError(f"expected data_offset 0, got {layout.data_offset}")
-        if not layout.dim:
+        self.check_layout(len(data), layout.data_offset, layout.dim)
+
+    def check_layout(self, count: int, data_offset: int, dims: Sequence[Any]) -> None:
+        """Raise MessageError unless ``count`` elements at ``data_offset`` laid out as
+        ``dims`` (objects with ``size`` and ``stride``) fit this port."""
+        expected = f"{self.size} {self.dtype} element(s) of shape {list(self.shape)}"
+        if count != self.size:
+            raise MessageError(f"expected {expected}, got {count} element(s)")
+        if data_offset != 0:
+            raise MessageError(f"expected data_offset 0, got {data_offset}")
+        if not dims:
             return
-        sizes = [dim.size for dim in layout.dim]
+        sizes = [dim.size for dim in dims]
         strides_ok = all(
-            dim.stride in (stride, 0)
-            for dim, (_, stride) in zip(layout.dim, self._dims, strict=False)
+            dim.stride in (stride, 0) for dim, (_, stride) in zip(dims, self._dims, strict=False)
         )
         if sizes != list(self.shape) or not strides_ok:
-            got = [(dim.size, dim.stride) for dim in layout.dim]
+            got = [(dim.size, dim.stride) for dim in dims]
             raise MessageError(
                 f"expected layout dims (size, stride) {self._dims} or an empty layout "
                 f"for {expected}, got {got}"

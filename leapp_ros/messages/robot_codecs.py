@@ -20,15 +20,19 @@ import array
 import functools
 import importlib
 import operator
+import struct
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from leapp_ros.messages import cdr
 from leapp_ros.messages.multiarray import MessageError, numpy_dtype
 from leapp_ros.plan.bindings import FLOAT64_ARRAY, JOINT_STATE, Binding
 
 __all__ = ["InputDecoder", "OutputEncoder", "message_class"]
+
+_STAMP = struct.Struct("<iI")  # builtin_interfaces/Time in little-endian CDR
 
 
 def message_class(message_type: str) -> Any:
@@ -193,6 +197,7 @@ class OutputEncoder:
         self._order = list(order)
         self._read = _JointOrder([binding.elements])
         self._labels = tuple(labels) or tuple(f"dim{i}" for i in range(len(self.shape)))
+        self._template = self._raw_template()
 
     def _wire(self, value: Any) -> np.ndarray:
         rows = np.asarray(value).reshape(self._rows, -1)[:, self._to_wire]
@@ -221,6 +226,56 @@ class OutputEncoder:
             setattr(message, self.binding.field, array.array("d", rows[0].tobytes()))
             return message
         return self._trajectory(rows)
+
+    def encode_raw(self, value: Any, stamp: Any = None) -> bytes:
+        """:meth:`encode` as CDR bytes: a Float64MultiArray or a JointState is its cached
+        bytes with the values (and the stamp) written in; a JointTrajectory is serialized
+        from its fields."""
+        rows = self._wire(value)
+        if self._template is not None:
+            head, at, tail = self._template
+            if self.message_type == JOINT_STATE:
+                data = rows[0].astype("<f8", copy=False).tobytes()
+                sec, nanosec = (stamp.sec, stamp.nanosec) if stamp is not None else (0, 0)
+                return b"".join((head, _STAMP.pack(sec, nanosec), at, data, tail))
+            return b"".join((head, rows.astype("<f8", copy=False).tobytes(), tail))
+        fields = self._raw_fields
+        message = cdr.defaults(fields)
+        message.joint_names = self._order
+        message.points = []
+        for step, row in enumerate(rows):
+            point = cdr.defaults(self._point_fields)
+            nanoseconds = round((step + 1) * self.binding.period_s * 1e9)
+            point.time_from_start.sec = nanoseconds // 10**9
+            point.time_from_start.nanosec = nanoseconds % 10**9
+            setattr(point, self.binding.field, row)
+            message.points.append(point)
+        return cdr.write(message, fields)
+
+    def _raw_template(self) -> tuple[bytes, bytes, bytes] | None:
+        """The bytes of a Float64MultiArray or JointState of this port around its values
+        (and, for a JointState, after its stamp): ``(head, middle, tail)``."""
+        self._raw_fields = cdr.layout(self.message_class)
+        if self.message_type not in (FLOAT64_ARRAY, JOINT_STATE):
+            point = message_class("trajectory_msgs/msg/JointTrajectoryPoint")
+            self._point_fields = cdr.layout(point)
+            return None
+        values = len(self._to_wire) * (self._rows if self.message_type == FLOAT64_ARRAY else 1)
+        marker = np.full(values, np.pi, "<f8").tobytes()
+        if self.message_type == FLOAT64_ARRAY:
+            typed = self.encode(np.zeros(self.shape))
+            message = cdr.Fields(layout=typed.layout, data=np.frombuffer(marker))
+            serialized = cdr.write(message, self._raw_fields)
+            at = serialized.index(marker)
+            return serialized[:at], b"", serialized[at + len(marker) :]
+        message = cdr.defaults(self._raw_fields)
+        message.name = self._order
+        setattr(message, self.binding.field, np.frombuffer(marker))
+        serialized = cdr.write(message, self._raw_fields)
+        at = serialized.index(marker)
+        stamp_at = len(cdr.LITTLE_ENDIAN)  # the header's stamp comes first
+        head, middle = serialized[:stamp_at], serialized[stamp_at + _STAMP.size : at]
+        return head, middle, serialized[at + len(marker) :]
 
     def _trajectory(self, rows: np.ndarray) -> Any:
         from builtin_interfaces.msg import Duration

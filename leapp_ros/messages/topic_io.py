@@ -18,11 +18,33 @@ from typing import Any
 
 import numpy as np
 
+from leapp_ros.messages import cdr
 from leapp_ros.messages.multiarray import PortCodec, codec
+from leapp_ros.messages.raw_multiarray import RawArrayCodec
 from leapp_ros.messages.robot_codecs import InputDecoder, OutputEncoder
 from leapp_ros.plan.pipeline import InputPlan, OutputPlan
 
-__all__ = ["OutputWriter", "TopicReader", "float_ports", "nonfinite", "topic_readers"]
+__all__ = [
+    "RAW_RMWS",
+    "OutputWriter",
+    "TopicReader",
+    "float_ports",
+    "nonfinite",
+    "raw_path",
+    "stamp_ns",
+    "topic_readers",
+]
+
+#: rmw implementations that take and publish serialized messages as plain CDR
+RAW_RMWS = frozenset(
+    {
+        "rmw_fastrtps_cpp",
+        "rmw_fastrtps_dynamic_cpp",
+        "rmw_cyclonedds_cpp",
+        "rmw_connextdds",
+        "rmw_zenoh_cpp",
+    }
+)
 
 _add = np.add.reduce
 _SUMMED = 4096  # elements up to which nonfinite sums first (larger: isfinite is faster)
@@ -31,12 +53,19 @@ _SUMMED = 4096  # elements up to which nonfinite sums first (larger: isfinite is
 class TopicReader:
     """The values one topic carries for the input ports ``indices`` of a node.
 
+    :meth:`read` takes rclpy messages, :meth:`read_raw` their CDR bytes (a ``raw=True``
+    subscription): a MultiArray is viewed in place (:mod:`leapp_ros.messages.raw_multiarray`),
+    a robot message read into :class:`~leapp_ros.messages.cdr.Fields` and decoded as a typed
+    one would be; a payload that is not plain CDR is deserialized the typed way.
+
     Args:
         ports: the input plans of the whole node.
         indices: the ports (positions in ``ports``) fed by this topic.
+        copy: :meth:`read_raw` gives arrays of their own (False: read-only views of the
+            payload where possible, for consumers that never write into their inputs).
     """
 
-    def __init__(self, ports: Sequence[InputPlan], indices: Sequence[int]):
+    def __init__(self, ports: Sequence[InputPlan], indices: Sequence[int], copy: bool = True):
         self.indices = list(indices)
         first = ports[self.indices[0]]
         self.topic = first.topic
@@ -53,6 +82,26 @@ class TopicReader:
         else:
             self._codec = codec(first)
             self.message_class = self._codec.message_class
+            self._raw = RawArrayCodec(self._codec)
+        self._fields = cdr.layout(self.message_class)
+        self._copy = copy
+        self.stamped = self._fields[0][0] == "header" and self._fields[0][1] == "message"
+
+    def read_raw(self, payload: bytes) -> list[Any]:
+        """:meth:`read` for the serialized message ``payload``."""
+        try:
+            if self._decoder is not None:
+                return self._decoder.decode(cdr.read(payload, self._fields))
+            value = self._raw.from_bytes(payload, self._copy)
+        except cdr.UnsupportedEncodingError:  # XCDR2 or another encoding: rclpy reads it
+            from rclpy.serialization import deserialize_message
+
+            return self.read(deserialize_message(payload, self.message_class))
+        return [value] * len(self.indices)
+
+    def stamp_ns(self, message: Any) -> int | None:
+        """The header stamp of a message or its CDR bytes (None: the message has none)."""
+        return stamp_ns(message) if self.stamped else None
 
     def read(self, message: Any) -> list[Any]:
         """One value per port of ``indices``, in that order.
@@ -66,20 +115,37 @@ class TopicReader:
         return [value] * len(self.indices)
 
 
-def topic_readers(ports: Sequence[InputPlan]) -> list[TopicReader]:
+def stamp_ns(message: Any) -> int | None:
+    """``message.header.stamp`` in nanoseconds, of an rclpy message or its CDR bytes (None
+    for a message without a header, as far as the message can tell)."""
+    if isinstance(message, bytes):
+        return cdr.header_stamp_ns(message)
+    header = getattr(message, "header", None)
+    if header is None:
+        return None
+    try:
+        return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def topic_readers(ports: Sequence[InputPlan], copy: bool = True) -> list[TopicReader]:
     """One reader per subscribed topic of a node's inputs (ports sharing a topic share it)."""
     topics: dict[str, list[int]] = {}
     for index, port in enumerate(ports):
         if port.topic is not None:
             topics.setdefault(port.topic, []).append(index)
-    return [TopicReader(ports, indices) for indices in topics.values()]
+    return [TopicReader(ports, indices, copy) for indices in topics.values()]
 
 
 class OutputWriter:
-    """Messages of one output port; ``stamp()`` gives the time for stamped messages."""
+    """Messages of one output port: ``write(value, stamp)`` gives what to publish, an rclpy
+    message, or with ``raw`` its CDR bytes (``stamped``: whether it wants a stamp, for a
+    message with a header)."""
 
-    def __init__(self, port: OutputPlan):
+    def __init__(self, port: OutputPlan, raw: bool = False):
         self.port = port
+        self.raw = raw
         if port.binding is not None:
             self._encoder: OutputEncoder | None = OutputEncoder(
                 port.binding, port.dtype, port.shape, port.labels
@@ -87,18 +153,21 @@ class OutputWriter:
             self.message_class = self._encoder.message_class
             self._message = None
             self.stamped = hasattr(self.message_class(), "header")
+            self.write = self._encoder.encode_raw if raw else self._encoder.encode
         else:
             self._encoder = None
             self._codec = codec(port)
             self.message_class = self._codec.message_class
             self._message = self._codec.new_message()
-            self.stamped = False  # whether write() wants a stamp (a message with a header)
+            self.stamped = False
+            self._raw = RawArrayCodec(self._codec)
+            self.write = self._write_raw if raw else self._write_typed
 
-    def write(self, value: Any, stamp: Any = None) -> Any:
-        """The message for ``value`` (reused between calls for MultiArrays: publish at once)."""
-        if self._encoder is not None:
-            return self._encoder.encode(value, stamp)
-        return self._codec.to_message(value, self._message)
+    def _write_typed(self, value: Any, stamp: Any = None) -> Any:
+        return self._codec.to_message(value, self._message)  # reused: publish at once
+
+    def _write_raw(self, value: Any, stamp: Any = None) -> bytes:
+        return self._raw.to_bytes(value)
 
 
 def float_ports(ports: Sequence[Any]) -> tuple[int, ...]:
@@ -131,3 +200,21 @@ def nonfinite(values: Sequence[Any], positions: Sequence[int]) -> list[int]:
         if not np.isfinite(value).all():
             bad.append(position)
     return bad
+
+
+def raw_path(requested: bool, logger: Any) -> bool:
+    """Whether a node's data topics go as CDR bytes: ``requested`` (parameter
+    ``raw_messages``) and the rmw in use is one of :data:`RAW_RMWS`; otherwise, when
+    requested, one line on ``logger`` says why rclpy's messages are used."""
+    if not requested:
+        return False
+    from rclpy.utilities import get_rmw_implementation_identifier
+
+    rmw = get_rmw_implementation_identifier()
+    if rmw in RAW_RMWS:
+        return True
+    logger.info(
+        f"rmw {rmw} is not known to hand out serialized messages; the data topics use rclpy "
+        f"messages (raw CDR needs one of {', '.join(sorted(RAW_RMWS))})"
+    )
+    return False

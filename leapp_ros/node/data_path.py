@@ -28,7 +28,7 @@ from leapp_ros.messages.multiarray import MessageError
 from leapp_ros.messages.topic_io import TopicReader, float_ports, nonfinite
 from leapp_ros.node.rate_limited_log import one_line
 from leapp_ros.node.safety import OutputGuard
-from leapp_ros.node.stamp_sync import StampSync, stamp_ns
+from leapp_ros.node.stamp_sync import StampSync
 from leapp_ros.plan.limits import OutputLimits
 from leapp_ros.plan.pipeline import NodePlan, PipelinePlan
 from leapp_ros.plan.settings import initial_values
@@ -64,6 +64,7 @@ class NodeData:
     state_links: tuple[tuple[int, int], ...] = ()  # (output, input) of the node's own state
     checked_outputs: tuple[int, ...] = ()  # outputs whose NaN/inf drop the run
     guard: OutputGuard | None = None  # limits and safe action of the outputs (None: none)
+    reads_only: bool = False  # the model never writes into its inputs (views of a payload do)
     runs: int = 0
     received: int = 0
     dropped: int = 0
@@ -110,6 +111,7 @@ class NodeData:
             ),
             checked_outputs=float_ports(node.outputs) if check_nonfinite else (),
             guard=OutputGuard.of(node.name, node.outputs, limits or {}),
+            reads_only=getattr(model, "backend", None) == "onnx",  # ONNX Runtime copies them
         )
 
     @property
@@ -257,7 +259,7 @@ class NodeData:
         def on_message(message: Any) -> None:
             if skip is not None and skip(reader.resolved):
                 return
-            stamp = stamp_ns(message)
+            stamp = reader.stamp_ns(message)
             decoded = decode(message)
             if decoded is None:
                 if sync.reject(key, stamp):

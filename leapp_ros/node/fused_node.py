@@ -172,7 +172,7 @@ class FusedPipelineNode(PipelineNode):
                 if port.kind == "external":
                     topics.setdefault(port.topic, []).append(index)
             for indices in topics.values():
-                reader = TopicReader(stage.plan.inputs, indices)
+                reader = TopicReader(stage.plan.inputs, indices, copy=not stage.reads_only)
                 if sync is not None:
                     gather_by_stamp(sync, stage.name, reader, stage.plan.inputs, indices)
                 subscription = self.create_subscription(
@@ -181,12 +181,13 @@ class FusedPipelineNode(PipelineNode):
                     self._input_callback(
                         stage,
                         reader,
-                        reader.read,
+                        reader.read_raw if self._raw else reader.read,
                         [(number, index) for index in indices],
                         sync=sync,
                     ),
                     qos_profile(stage.plan.inputs[indices[0]].qos),
                     qos_overriding_options=overrides,
+                    raw=self._raw,
                 )
                 reader.resolved = subscription.topic_name
                 self._readers.append(reader)
@@ -194,7 +195,7 @@ class FusedPipelineNode(PipelineNode):
                 intermediate = index in consumed[id(stage)]
                 if intermediate and not self._publish_intermediate:
                     continue
-                writer = OutputWriter(port)
+                writer = OutputWriter(port, raw=self._raw)
                 publisher = self.create_publisher(
                     writer.message_class,
                     port.topic,

@@ -36,6 +36,7 @@ from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from std_msgs.msg import String
 
 from leapp.errors import LeappError
+from leapp_ros.messages.topic_io import raw_path
 from leapp_ros.node.diagnostics import DIAGNOSTICS_TOPIC, HealthReport
 from leapp_ros.node.rate_limited_log import RateLimitedLog, one_line
 from leapp_ros.node.safety import CommandGate
@@ -71,6 +72,7 @@ class ManagedNode(LifecycleNode):
         self.settings = settings = declare_parameters(self)
         self._expected_active = bool(settings["autostart"])  # until an operator says otherwise
         self.pipeline_node = str(settings["pipeline_node"] or self.get_name())
+        self._raw = raw_path(settings["raw_messages"], self.get_logger())  # CDR bytes on topics
         timeout = settings["input_timeout_ms"] / 1000.0 or None
         self._gate = CommandGate(timeout)
         self._status = self.create_publisher(String, STATUS_TOPIC, qos_profile(METADATA_QOS))

@@ -181,8 +181,8 @@ class PipelineNode(ManagedNode):
             spec, plan, self.plan, check_nonfinite=not self._publish_nonfinite, limits=limits
         )
         self._values = self._data.values  # (the same list: one lookup less per run)
-        self._readers = topic_readers(self.plan.inputs)
-        self._writers = [OutputWriter(port) for port in self.plan.outputs]
+        self._readers = topic_readers(self.plan.inputs, copy=not self._data.reads_only)
+        self._writers = [OutputWriter(port, raw=self._raw) for port in self.plan.outputs]
         inputs = self.plan.inputs
         self._stamps = [-math.inf] * len(inputs)
         self._triggers = frozenset(i for i, port in enumerate(inputs) if port.triggers)
@@ -197,14 +197,14 @@ class PipelineNode(ManagedNode):
         for reader in self._readers:
             if sync is not None:
                 gather_by_stamp(sync, self.pipeline_node, reader, self.plan.inputs, self._triggers)
+            read = reader.read_raw if self._raw else reader.read
             subscription = self.create_subscription(
                 reader.message_class,
                 reader.topic,
-                self._input_callback(
-                    self._data, reader, reader.read, reader.indices, skip, sync=sync
-                ),
+                self._input_callback(self._data, reader, read, reader.indices, skip, sync=sync),
                 qos_profile(self.plan.inputs[reader.indices[0]].qos),
                 qos_overriding_options=overrides,
+                raw=self._raw,
             )
             reader.resolved = subscription.topic_name  # after remapping: the name users see
             if self._bus is not None:

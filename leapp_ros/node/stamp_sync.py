@@ -26,20 +26,9 @@ from typing import Any
 from leapp_ros.plan.pipeline import Firing, InputPlan
 from leapp_ros.plan.settings import StartupError
 
-__all__ = ["StampSync", "gather_by_stamp", "stamp_ns", "stamp_sync"]
+__all__ = ["StampSync", "gather_by_stamp", "stamp_sync"]
 
 _DEPTH = 8  # messages kept per topic while waiting for their partners
-
-
-def stamp_ns(message: Any) -> int | None:
-    """``message.header.stamp`` in nanoseconds, or None for a message without one."""
-    header = getattr(message, "header", None)
-    if header is None:
-        return None
-    try:
-        return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
-    except (AttributeError, TypeError, ValueError):
-        return None
 
 
 def stamp_sync(firing: Firing) -> StampSync | None:

@@ -52,6 +52,12 @@ The parameters of a pipeline node (all read once at startup):
     its safe action once per period (``ports.<port>.safe_action``, :mod:`leapp_ros.plan.limits`).
 ``estop_topic`` (string)
     A ``std_msgs/Bool`` topic (latched) the node listens to: true engages its e-stop.
+``raw_messages`` (bool)
+    true (default): the data topics are read and written as serialized CDR bytes
+    (``raw=True`` subscriptions, pre-serialized publishes; :mod:`leapp_ros.messages.cdr`),
+    the same messages on the wire without building rclpy message objects. Where the rmw is
+    not known to hand out serialized messages, the node logs one line and uses rclpy's
+    messages. false: always rclpy's messages.
 ``qos_overrides./<ns>/<topic>.publisher|subscription.<policy>``
     The standard rclpy QoS overrides (history, depth, reliability) of every data topic.
 """
@@ -106,6 +112,7 @@ PARAMETERS: tuple[tuple[str, Any, str], ...] = (
     ("autostart", True, "configure and activate at startup; false: wait for ros2 lifecycle"),
     ("input_timeout_ms", 0.0, "safe action when no input set came for this long (0: off)"),
     ("estop_topic", "", "a std_msgs/Bool topic: true engages the e-stop, false releases it"),
+    ("raw_messages", True, "data topics as serialized CDR bytes (false: rclpy messages)"),
 )
 """``(name, default, description)``; a default of ``()`` is an integer array, unset."""
 
