@@ -1,10 +1,20 @@
-"""Hand-written rclpy policy nodes of a pipeline's shape: the graph users compare leapp's with.
+"""Hand-written rclpy policy nodes of a pipeline's shape: the graphs users compare leapp's with.
 
-What a user writes without leapp: a plain rclpy node per pipeline node that subscribes to its
-inputs, and once every input of this tick arrived, converts the messages with
-``np.frombuffer(message.data, np.float32)``, calls the node's exported artifact and publishes
-the result as a ``Float32MultiArray`` (``array.array("f", result.tobytes())``; no NaN checks,
-no layout). The artifacts are called the plain way, with one thread each:
+What a user writes without leapp, in two forms:
+
+- typed (the usual one): a plain rclpy node per pipeline node that subscribes to its inputs as
+  ``Float32MultiArray`` messages, and once every input of this tick arrived, converts them
+  with ``np.frombuffer(message.data, np.float32)``, calls the node's exported artifact and
+  publishes the result as a ``Float32MultiArray`` (``array.array("f", result.tobytes())``);
+- raw CDR (what a skilled user writes to skip rclpy's message conversion): the same node with
+  ``create_subscription(Float32MultiArray, topic, callback, qos, raw=True)``, whose callback
+  gets the serialized CDR ``bytes``; :func:`float32_view` parses the encapsulation header, the
+  layout and the sequence length by hand and returns ``np.frombuffer(payload, np.float32,
+  count, offset)``, a view of the bytes; the result goes out as ``publisher.publish(bytes)``,
+  the CDR of a ``Float32MultiArray`` built by hand (:func:`float32_encoder`). Both are checked
+  against rclpy's own serialization when such a node starts (:func:`check_float32_cdr`).
+
+Neither checks NaN or layouts. The artifacts are called the plain way, with one thread each:
 
 - TorchScript: ``torch.jit.load``, ``torch.set_num_threads(1)``, the module called on
   ``torch.from_numpy`` tensors under ``torch.no_grad()``;
@@ -13,7 +23,8 @@ no layout). The artifacts are called the plain way, with one thread each:
 
 Topics, message sizes, QoS and executor are those of bench/rclpy_reference.py's echo nodes
 (the leapp graph's, from :func:`leapp_ros.plan.pipeline.make_plan`), so each hand-written
-graph differs from the echo graph of its shape by the model calls only:
+graph differs from the echo graph of its shape by the model calls (and the raw form by its
+conversions) only:
 
 - :func:`chain_of`: one hand-written node per pipeline node, wired like the pipeline;
 - :func:`single_of`: one node from the pipeline's external inputs to its last output, calling
@@ -23,7 +34,7 @@ Composed: :func:`make_hand_written_node` on the client's context. One process pe
 (bench/rclpy_reference.py's :func:`reference_processes` starts them)::
 
     python bench/hand_written_nodes.py NAME --namespace NS --input TOPIC:SIZE ...
-        --output TOPIC:SIZE --artifact BACKEND:PATH ...
+        --output TOPIC:SIZE --artifact BACKEND:PATH ... [--raw]
 
 which prints bench/rclpy_reference.py's ``READY`` line once its topics exist and runs until
 SIGINT/SIGTERM, on the same process skeleton as the echo nodes.
@@ -34,7 +45,9 @@ from __future__ import annotations
 import argparse
 import array
 import itertools
+import struct
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,10 +61,12 @@ from rclpy_reference import chain_of as echo_chain_of
 @dataclass(frozen=True)
 class HandWrittenNode:
     """A hand-written node: the topics of ``echo``; it calls the ``(backend, path)`` of
-    ``artifacts`` in order, each on the previous one's output, the first on its inputs."""
+    ``artifacts`` in order, each on the previous one's output, the first on its inputs.
+    ``raw``: it takes and sends serialized CDR bytes instead of message objects."""
 
     echo: EchoNode
     artifacts: tuple[tuple[str, str], ...]
+    raw: bool = False
 
     @property
     def name(self) -> str:
@@ -67,6 +82,7 @@ class HandWrittenNode:
             *(f"--input={topic}:{size}" for topic, size in self.echo.inputs),
             f"--output={topic}:{size}",
             *(f"--artifact={backend}:{path}" for backend, path in self.artifacts),
+            *(["--raw"] if self.raw else []),
         ]
 
 
@@ -77,19 +93,20 @@ def _artifact(node: Any, directory: Path) -> tuple[str, str]:
     return parameters.backend, str(directory / parameters.model_path)
 
 
-def chain_of(plan: Any, directory: Path) -> tuple[HandWrittenNode, ...]:
+def chain_of(plan: Any, directory: Path, raw: bool = False) -> tuple[HandWrittenNode, ...]:
     """One hand-written node per node of ``plan`` (a
     :class:`leapp_ros.plan.pipeline.PipelinePlan`), named and wired like it, calling its artifact
-    (in the export folder ``directory``)."""
+    (in the export folder ``directory``); ``raw``: the raw CDR form."""
     return tuple(
-        HandWrittenNode(echo, (_artifact(node, directory),))
+        HandWrittenNode(echo, (_artifact(node, directory),), raw)
         for echo, node in zip(echo_chain_of(plan), plan.nodes, strict=True)
     )
 
 
-def single_of(plan: Any, directory: Path) -> HandWrittenNode:
+def single_of(plan: Any, directory: Path, raw: bool = False) -> HandWrittenNode:
     """One hand-written node doing the whole of ``plan`` in one callback: a chain whose first
-    node reads the external inputs and every later node the first output of the one before."""
+    node reads the external inputs and every later node the first output of the one before;
+    ``raw``: the raw CDR form."""
     for before, node in itertools.pairwise(plan.nodes):
         sources = [port.source for port in node.inputs if port.kind != "external"]
         if sources != [f"{before.name}/{before.outputs[0].port}"]:
@@ -98,7 +115,7 @@ def single_of(plan: Any, directory: Path) -> HandWrittenNode:
         raise ValueError(f"{plan.nodes[0].name} has inputs other than external ones")
     hop = hop_of(plan)
     echo = EchoNode("hand_written", hop.inputs, hop.output)
-    return HandWrittenNode(echo, tuple(_artifact(node, directory) for node in plan.nodes))
+    return HandWrittenNode(echo, tuple(_artifact(node, directory) for node in plan.nodes), raw)
 
 
 def load_jit(path: str) -> Callable[[list[Any]], Any]:
@@ -149,9 +166,64 @@ def load_calls(artifacts: Sequence[tuple[str, str]]) -> Callable[[list[Any]], An
     return call
 
 
+CDR_LITTLE_ENDIAN = b"\x00\x01\x00\x00"  # encapsulation header: plain CDR, little-endian
+_U32 = struct.Struct("<I")
+
+
+def float32_view(payload: bytes) -> Any:
+    """The ``data`` of the serialized ``Float32MultiArray`` ``payload`` as a read-only float32
+    NumPy view of it: after the 4-byte encapsulation header, ``layout.dim`` (a sequence of
+    ``{string label, uint32 size, uint32 stride}``), ``layout.data_offset`` (uint32), then the
+    data's length (uint32) and its floats (4-aligned, as every field here)."""
+    import numpy as np
+
+    if payload[:4] != CDR_LITTLE_ENDIAN:
+        raise ValueError(f"not little-endian plain CDR: header {payload[:4].hex()}")
+    (dims,) = _U32.unpack_from(payload, 4)
+    offset = 8
+    for _ in range(dims):
+        (label,) = _U32.unpack_from(payload, offset)  # its length, the NUL included
+        offset = (offset + 4 + label + 3) & ~3  # past the label, aligned for size and stride
+        offset += 8
+    (count,) = _U32.unpack_from(payload, offset + 4)  # after layout.data_offset
+    return np.frombuffer(payload, np.float32, count, offset + 8)
+
+
+def float32_encoder(size: int) -> Callable[[Any], bytes]:
+    """``encode(values)``: the CDR bytes of a ``Float32MultiArray`` with an empty layout and
+    the ``size`` float32 ``values`` (a NumPy array) as data."""
+    prefix = CDR_LITTLE_ENDIAN + struct.pack("<III", 0, 0, size)  # no dims, data_offset, length
+
+    def encode(values: Any) -> bytes:
+        return prefix + values.tobytes()
+
+    return encode
+
+
+def check_float32_cdr() -> None:
+    """Raise unless :func:`float32_encoder` writes what rclpy's ``serialize_message`` writes,
+    and :func:`float32_view` reads what it writes, with and without layout dims."""
+    import numpy as np
+    from rclpy.serialization import deserialize_message, serialize_message
+    from std_msgs.msg import Float32MultiArray, MultiArrayDimension
+
+    values = np.arange(1, 6, dtype=np.float32) / 3
+    message = Float32MultiArray(data=array.array("f", values.tobytes()))
+    encoded = float32_encoder(values.size)(values)
+    if encoded != serialize_message(message):
+        raise RuntimeError("float32_encoder disagrees with serialize_message; the bench is wrong")
+    decoded = deserialize_message(encoded, Float32MultiArray)
+    if np.frombuffer(decoded.data, np.float32).tolist() != values.tolist():
+        raise RuntimeError("deserialize_message reads other values; float32_encoder is wrong")
+    for labels in ((), ("x",), ("ab", "joints_1")):
+        message.layout.dim = [MultiArrayDimension(label=t, size=5, stride=5) for t in labels]
+        message.layout.data_offset = len(labels)
+        if float32_view(serialize_message(message)).tolist() != values.tolist():
+            raise RuntimeError(f"float32_view misreads a layout of dims {labels}; it is wrong")
+
+
 def make_hand_written_node(node: HandWrittenNode, namespace: str, context: Any) -> Any:
     """The rclpy node of ``node`` in ``namespace`` on ``context``."""
-    import numpy as np
     from rclpy.node import Node
     from std_msgs.msg import Float32MultiArray
 
@@ -160,10 +232,29 @@ def make_hand_written_node(node: HandWrittenNode, namespace: str, context: Any) 
 
     call = load_calls(node.artifacts)
     ros_node = Node(node.name, namespace=namespace, context=context)
+    topic, size = node.echo.output
     publish = ros_node.create_publisher(
-        Float32MultiArray, node.echo.output[0], qos_profile(PUBLISHER_QOS)
+        Float32MultiArray, topic, qos_profile(PUBLISHER_QOS)
     ).publish
-    latest: list[Any] = [None] * len(node.echo.inputs)  # this tick's messages
+    receiver = _raw_receiver if node.raw else _typed_receiver
+    on_message = receiver(len(node.echo.inputs), call, publish, size)
+    for index, (topic, _) in enumerate(node.echo.inputs):
+        ros_node.create_subscription(
+            Float32MultiArray,
+            topic,
+            on_message(index),
+            qos_profile(SUBSCRIPTION_QOS),
+            raw=node.raw,
+        )
+    return ros_node
+
+
+def _typed_receiver(inputs: int, call: Callable, publish: Callable, size: int) -> Callable:
+    """``on_message(index)``: the callback of input ``index`` of a typed node."""
+    import numpy as np
+    from std_msgs.msg import Float32MultiArray
+
+    latest: list[Any] = [None] * inputs  # this tick's messages
 
     def receiver(index: int) -> Callable[[Any], None]:
         def on_message(message: Any) -> None:
@@ -177,11 +268,30 @@ def make_hand_written_node(node: HandWrittenNode, namespace: str, context: Any) 
 
         return on_message
 
-    for index, (topic, _) in enumerate(node.echo.inputs):
-        ros_node.create_subscription(
-            Float32MultiArray, topic, receiver(index), qos_profile(SUBSCRIPTION_QOS)
-        )
-    return ros_node
+    return receiver
+
+
+def _raw_receiver(inputs: int, call: Callable, publish: Callable, size: int) -> Callable:
+    """``on_message(index)``: the callback of input ``index`` of a raw CDR node (it gets and
+    publishes ``bytes``)."""
+    check_float32_cdr()
+    # torch.from_numpy warns once about a view of immutable bytes; the module only reads it
+    warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+    encode = float32_encoder(size)
+    latest: list[bytes | None] = [None] * inputs  # this tick's payloads
+
+    def receiver(index: int) -> Callable[[bytes], None]:
+        def on_message(payload: bytes) -> None:
+            latest[index] = payload
+            if any(given is None for given in latest):
+                return
+            arrays = [float32_view(given) for given in latest]
+            latest[:] = [None] * len(latest)
+            publish(encode(call(arrays)))
+
+        return on_message
+
+    return receiver
 
 
 def _artifact_argument(text: str) -> tuple[str, str]:
@@ -198,9 +308,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input", type=parse_port, action="append", required=True)
     parser.add_argument("--output", type=parse_port, required=True)
     parser.add_argument("--artifact", type=_artifact_argument, action="append", required=True)
+    parser.add_argument("--raw", action="store_true", help="take and send serialized CDR bytes")
     args = parser.parse_args(argv)
     node = HandWrittenNode(
-        EchoNode(args.name, tuple(args.input), args.output), tuple(args.artifact)
+        EchoNode(args.name, tuple(args.input), args.output), tuple(args.artifact), args.raw
     )
 
     from leapp_ros.node.executor import run_nodes

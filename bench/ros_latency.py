@@ -1,63 +1,58 @@
-"""Benchmark the seed pipeline as a live ROS 2 graph, against references measured in the same run.
+"""Benchmark the seed pipeline as a live ROS 2 graph against hand-written rclpy graphs.
 
     python bench/ros_latency.py [--samples N] [--rounds R] [--seconds S] [--no-extras]
 
-Deployment shapes ("modes"), each driven by this benchmark's client node, which publishes
-``state`` and ``velocity`` and times the ``action`` that comes back:
+Deployment shapes ("modes") of leapp's graph, each driven by this benchmark's client node,
+which publishes ``state`` and ``velocity`` and times the ``action`` that comes back:
 
 - composed: every pipeline node in one process on one executor, with the client composed into
   that same process (the way an in-process consumer such as a controller node sees it);
 - one process per node: each pipeline node in its own process (``leapp-ros run``), the client
   in this one;
-- fused: the whole pipeline in one node (``leapp_ros.node.fused_node.FusedPipelineNode``),
-  composed with the client, and in a process of its own (skipped, with the reason, where that
-  module is missing).
+- fused, composed / fused, own process: the whole pipeline in one node
+  (``leapp_ros.node.fused_node.FusedPipelineNode``), composed with the client, resp. in a
+  process of its own (skipped, with the reason, where that module is missing).
 
-References, measured in this run on this machine (no figure of another machine is printed):
+References, measured in this run on this machine (bench/hand_written_nodes.py: the same
+topics, message sizes, QoS and executor; the artifacts called the plain way, one thread each):
+the hand-written rclpy policy graphs a user writes without leapp, in two shapes, the chain
+(one node per pipeline node; for composed and one process per node) and a single node doing
+both calls in one callback (for the fused modes), each composed with the client and in
+process(es) of its own, and each in two forms:
 
-- plain rclpy echo graphs of the same shape (bench/rclpy_reference.py: the same topics,
-  message sizes, QoS and executor, no model): the chain (one echo node per pipeline node) and
-  the hop pair (client -> one echo node -> client), each composed and across processes;
-- hand-written rclpy policy nodes (bench/hand_written_nodes.py: the same topics, QoS and
-  executor; each node converts its messages with ``np.frombuffer``, calls its artifact the plain
-  way, ``torch.jit`` under ``no_grad`` or ``InferenceSession.run``, and publishes the result):
-  the chain (one node per pipeline node), composed and across processes, and a single node doing
-  both calls in one callback, composed and in its own process. Their action for a fixed input is
-  checked against ``leapp.Pipeline``'s (within 1e-5) once, when each graph starts;
-- the bare model calls (bench/bare_calls.py: hand-written, and the cheapest entries) and
-  ``leapp.Pipeline.step``.
+- typed, as users write them (``Float32MultiArray`` messages, ``np.frombuffer`` of their
+  data, results published as new messages): the reference of the verdicts;
+- raw CDR, as a skilled user writes them (``create_subscription(..., raw=True)``, the CDR
+  parsed by hand into an ``np.frombuffer`` view, the result published as CDR ``bytes`` built
+  by hand, checked against rclpy's serialization): a second reference, information only.
 
-Floors: composed = plain composed chain + bare calls; one process per node = plain chain across
-processes + bare calls; fused = hop pair (composed, resp. own process) + 1.5 x Pipeline.step.
-Bare calls are the cheapest entries for the verdicts (the hand-written form's floor is printed
-beside). Limits: composed <= 1.3x its floor, one process per node <= 1.2x, fused <= 1.0x, and
->= 1 kHz sustained with < 1 % of actions lost in every mode. Beside the verdicts, without a
-limit, "x hand-written": a mode's median over the hand-written graph of its shape (composed:
-the composed chain; one process per node: the chain across processes; fused, composed: the
-single node composed; fused, own process: the single node in its own process). Below the
-verdicts, the same limits are applied to those hand-written graphs (whether plain rclpy nodes
-calling the same artifacts would meet them on this machine; no verdict). The floors hold
-the model calls at their hot-loop cost, which calls between middleware work do not reach on
-every machine; the hand-written graphs pay what leapp's graphs pay there. So the in-process calls
-are also timed the way a callback makes them, on a thread just woken by another one (and after
-1 ms of idle CPU, one period at 1 kHz), and each floor is printed a second time with the calls at
-that cost ("in-graph floor", no limit; bench/latency_report.py).
+Each hand-written graph's action for a fixed input pair is checked against ``leapp.Pipeline``'s
+(within 1e-5) when it starts. The bare model calls and ``leapp.Pipeline.step`` are timed too
+(bench/bare_calls.py; information: in a tight loop, after a thread handover, after 1 ms idle).
 
-Latencies (median and p99 over ``--samples`` ping-pongs) of all subjects with the system's
-defaults are taken in ``--rounds`` alternating rounds, the in-process calls between them, so
-that the noise of a shared machine hits all alike; the sustained rate is tried one subject at a
-time, each started again alone (as a robot runs one graph, without the others' idle timers and
-discovery traffic), each rate step (``--seconds``) up to three times: it holds when most of
-the tries lose < 1 %. Then, still alone, the CPU time spent per answer while the client feeds
-it at 500 Hz for ``--seconds`` (this process, the client and the nodes composed into it, plus
-every process it started: all threads, the middleware's included; compared with the
-hand-written graph of the same shape), the mean of two runs, the second pass over the subjects
-in reverse order, so that a drift of the machine over the run does not favour the first ones.
-Optional extra rows, after those and one at a time: the
-nodes holding a CPU latency request of ``--cpu-latency-us`` (the nodes' ``cpu_latency_us``;
-needs write access to ``/dev/cpu_dma_latency``, else skipped with the reason), and one process
-per node with each process pinned to a CPU of its own (``--pin-cpus`` of ``leapp-ros run``).
-See ``leapp_ros/plan/cpu_settings.py``. ROS discovery stays on this machine
+Figures per graph: latency, median and p99 over ``--samples`` ping-pongs with the system's
+defaults, taken with every graph alive in ``--rounds`` alternating rounds (the in-process calls
+between them) so that the noise of a shared machine hits all alike; the sustained rate, tried
+one graph at a time, each started again alone (as a robot runs one graph, without the others'
+idle timers and discovery traffic), each rate step (``--seconds``) up to three times: it holds
+when most of the tries lose < 1 %; the CPU time spent per answer while the client feeds the
+graph at 500 Hz for ``--seconds`` (this process, the client and the nodes composed into it,
+plus every process it started: all threads, the middleware's included), still alone, the mean
+of two runs, the second pass over the graphs in reverse order so that a drift of the machine
+over the run does not favour the first ones.
+
+Verdicts, per mode, against the typed hand-written graph of the same shape in this run (ratios
+only, never absolute limits; bench/latency_report.py): median latency <= 0.7x in composed and
+both fused modes, <= 0.85x with one process per node; CPU per answer <= 0.75x in every mode;
+a sustained rate at least the hand-written graph's. Each is printed PASS / FAIL with its
+figures (INVALID for a graph that answers an input pair more than once), with the p99 ratio
+and the same ratios against the raw CDR variant beside (no verdict).
+
+Optional extra rows, after those and one at a time, without a verdict: the nodes holding a CPU
+latency request of ``--cpu-latency-us`` (the nodes' ``cpu_latency_us``; needs write access to
+``/dev/cpu_dma_latency``, else skipped with the reason), and one process per node with each
+process pinned to a CPU of its own (``--pin-cpus`` of ``leapp-ros run``). See
+``leapp_ros/plan/cpu_settings.py``. ROS discovery stays on this machine
 (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``) in a domain of its own (``ROS_DOMAIN_ID``,
 default derived from the process id).
 """
@@ -89,8 +84,6 @@ from graph_client import Client, composed_client, separate_client  # noqa: E402
 from hand_written_nodes import chain_of as hand_written_chain_of  # noqa: E402
 from hand_written_nodes import make_hand_written_node, single_of  # noqa: E402
 from latency_report import (  # noqa: E402
-    CHAIN,
-    CHAIN_PROCESSES,
     CHECK_TOLERANCE,
     COMPOSED,
     CPU_RATE_HZ,
@@ -102,14 +95,13 @@ from latency_report import (  # noqa: E402
     HAND_SINGLE,
     HAND_SINGLE_PROCESS,
     HANDED_OVER,
-    HOP,
-    HOP_PROCESS,
     IDLE,
     PROCESSES,
+    RAW,
     TIGHT,
     report,
 )
-from rclpy_reference import chain_of, hop_of, make_echo_node, reference_processes  # noqa: E402
+from rclpy_reference import reference_processes  # noqa: E402
 
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("ROS_DOMAIN_ID", str(150 + os.getpid() % 80))
@@ -150,12 +142,14 @@ def running_graph(processes) -> Iterator[None]:
 
 
 def reference_subjects(spec) -> dict[str, Callable]:
-    """The plain rclpy graphs of ``spec``'s shape by label, as :func:`leapp_subjects`; the
-    hand-written ones are checked against ``leapp.Pipeline`` when they start."""
+    """The hand-written rclpy graphs of ``spec``'s shape by label, typed and raw CDR, as
+    :func:`leapp_subjects`; each is checked against ``leapp.Pipeline`` when it starts."""
 
-    def composed(nodes: Callable, make: Callable) -> Callable:
+    def composed(nodes: Callable) -> Callable:
         return lambda ns: composed_client(
-            spec, ns, lambda context, plan: [make(node, ns, context) for node in nodes(plan)]
+            spec,
+            ns,
+            lambda context, plan: [make_hand_written_node(n, ns, context) for n in nodes(plan)],
         )
 
     def separate(nodes: Callable) -> Callable:
@@ -172,25 +166,20 @@ def reference_subjects(spec) -> dict[str, Callable]:
 
         return enter_checked
 
-    def hop(plan) -> tuple:
-        return (hop_of(plan),)
+    subjects = {}
+    for suffix, raw in (("", False), (RAW, True)):
 
-    def hand_chain(plan) -> tuple:
-        return hand_written_chain_of(plan, spec.directory)
+        def chain(plan, raw=raw) -> tuple:
+            return hand_written_chain_of(plan, spec.directory, raw)
 
-    def hand_single(plan) -> tuple:
-        return (single_of(plan, spec.directory),)
+        def single(plan, raw=raw) -> tuple:
+            return (single_of(plan, spec.directory, raw),)
 
-    return {
-        CHAIN: composed(chain_of, make_echo_node),
-        CHAIN_PROCESSES: separate(chain_of),
-        HOP: composed(hop, make_echo_node),
-        HOP_PROCESS: separate(hop),
-        HAND_CHAIN: checked(composed(hand_chain, make_hand_written_node)),
-        HAND_CHAIN_PROCESSES: checked(separate(hand_chain)),
-        HAND_SINGLE: checked(composed(hand_single, make_hand_written_node)),
-        HAND_SINGLE_PROCESS: checked(separate(hand_single)),
-    }
+        subjects[HAND_CHAIN + suffix] = checked(composed(chain))
+        subjects[HAND_CHAIN_PROCESSES + suffix] = checked(separate(chain))
+        subjects[HAND_SINGLE + suffix] = checked(composed(single))
+        subjects[HAND_SINGLE_PROCESS + suffix] = checked(separate(single))
+    return subjects
 
 
 def check_action(spec, client: Client, namespace: str) -> None:
@@ -395,7 +384,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = export_seed(Path(folder))
         spec = leapp.spec.load(path)
-        skip = {FUSED, FUSED_PROCESS, HAND_SINGLE, HAND_SINGLE_PROCESS} if missing else set()
+        singles = (HAND_SINGLE, HAND_SINGLE_PROCESS, HAND_SINGLE + RAW, HAND_SINGLE_PROCESS + RAW)
+        skip = {FUSED, FUSED_PROCESS, *singles} if missing else set()
         inprocess, results = measure_defaults(path, spec, args, skip)
         measured = {
             (mode, setting): measure_extra(spec, mode, setting, latency, pin, args)
