@@ -225,11 +225,12 @@ def _read_string(buffer: bytes, at: int, u32: Any) -> tuple[str, int]:
     return buffer[at : end - 1].decode("utf-8"), end
 
 
-def write(message: Any, fields: Layout) -> bytes:
+def write(message: Any, fields: Layout, little: bool = True) -> bytes:
     """``message`` (anything with the fields' attributes: an rclpy message, :class:`Fields`,
-    arrays for primitive arrays and sequences) as little-endian CDR bytes."""
-    out = bytearray(LITTLE_ENDIAN)
-    _write(out, message, fields)
+    arrays for primitive arrays and sequences) as CDR bytes, little-endian unless ``little``
+    is False (what a big-endian host sends)."""
+    out = bytearray(LITTLE_ENDIAN if little else _BIG_ENDIAN + b"\0\0")
+    _write(out, message, fields, "<" if little else ">")
     return bytes(out)
 
 
@@ -237,17 +238,17 @@ def _pad(out: bytearray, size: int) -> None:
     out += bytes(-(len(out) - _HEADER) % size)
 
 
-def _write(out: bytearray, message: Any, fields: Layout) -> None:
-    pack = _U32[True].pack
+def _write(out: bytearray, message: Any, fields: Layout, order: str) -> None:
+    pack = _U32[order == "<"].pack
     for name, kind, code, count, sub in fields:
         value = getattr(message, name)
         if kind in ("basic", "array", "sequence"):
             size = struct.calcsize(code)
             if kind == "basic":
                 _pad(out, size)
-                out += struct.pack("<" + code, value)
+                out += struct.pack(order + code, value)
                 continue
-            data = np.ascontiguousarray(value, "<" + code).reshape(-1)
+            data = np.ascontiguousarray(value, order + code).reshape(-1)
             if kind == "array" and data.size != count:
                 raise MessageError(f"field {name} takes {count} values, got {data.size}")
             if kind == "sequence":
@@ -273,7 +274,7 @@ def _write(out: bytearray, message: Any, fields: Layout) -> None:
                 _pad(out, 4)
                 out += pack(len(items))
             for item in items:
-                _write(out, item, nested)
+                _write(out, item, nested, order)
 
 
 def defaults(fields: Layout) -> Fields:

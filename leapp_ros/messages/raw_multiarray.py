@@ -38,6 +38,7 @@ class RawArrayCodec:
 
     __slots__ = (
         "_bare",
+        "_bfloat16",
         "_buffer",
         "_codec",
         "_fields",
@@ -54,6 +55,7 @@ class RawArrayCodec:
         self._wire = codec.wire_dtype.newbyteorder("<")
         self._port_numpy = (np.float32,) if codec.dtype == "bfloat16" else (np.dtype(codec.dtype),)
         self._fields = cdr.layout(codec.message_class)
+        self._bfloat16 = codec.dtype == "bfloat16"
         dims = [cdr.Fields(label=a, size=b, stride=c) for a, b, c in codec.layout_dims]
         full = self._serialized(dims)
         self._full = (full[: len(full) - self._data_bytes], len(full) - self._data_bytes)
@@ -104,6 +106,8 @@ class RawArrayCodec:
             values = self._parsed(payload)
         if self._codec.shape != (self.size,):
             values = values.reshape(self._codec.shape)
+        if self._bfloat16:  # torch warns of (and never writes to) a read-only array
+            values = values.copy()
         value = self._codec.port_value(values)
         return value.copy() if copy and value is values else value
 
