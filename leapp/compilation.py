@@ -49,6 +49,14 @@ class CompiledPipeline(Mapping[str, bool]):
     It also reads as NVIDIA LEAPP's result, ``{node: passed}`` over the validated nodes
     (``all(leapp.compile_graph().values())``), and is truthy unless an artifact failed
     validation (only possible with ``strict=False``).
+
+    ``timings`` are seconds: ``"total"``, ``"export"`` (everything before validation), one
+    entry per node (its export) and ``"<node>/<phase>"`` for the phases its backend reported
+    (``"torch.jit"``, ``"torch.onnx.export"``, ``"agreement"``, ...), and the phases of the
+    pipeline: ``"imports"``, ``"previous export"``, ``"graphs"``, ``"checksums"``,
+    ``"examples"``, ``"spec"``, ``"validation"``, ``"recorded graphs"``. The first compile of
+    a process also pays for the modules each phase imports first (torch.onnx, ONNX Runtime,
+    PyYAML, ...).
     """
 
     spec: Any  # leapp.spec.Spec
@@ -114,9 +122,10 @@ def compile_graph(
     ``leapp.spec.picture.write_picture(leapp.spec.load(folder))``.
     """
     from leapp.session import take_stopped
-    from leapp.spec.picture import require_pillow, write_picture
 
     if visualize:
+        from leapp.spec.picture import require_pillow
+
         require_pillow()  # before the session is taken: after installing Pillow, call again
     session = take_stopped()
     compiled = compile_session(
@@ -129,6 +138,8 @@ def compile_graph(
     )
     png = compiled.path.with_name(f"{compiled.spec.name}.png")
     if visualize:
+        from leapp.spec.picture import write_picture
+
         files = write_picture(compiled.spec, png)
         logger.info("pipeline %r: drew %s and %s", compiled.spec.name, files.png, files.svg)
     else:
@@ -148,11 +159,14 @@ def compile_session(
     strict: bool,
     graph_configs: GraphConfigs | Mapping[str, Any] | None,
 ) -> CompiledPipeline:
-    from leapp import spec as spec_module
-    from leapp.export import export_node
-    from leapp.spec import examples as example_file
-
     started = time.perf_counter()
+    from leapp.export import PhaseTimes, export_node
+
+    phases = PhaseTimes()
+    with phases("imports"):  # leapp's spec modules, the first time a process compiles
+        from leapp import spec as spec_module
+        from leapp.spec import examples as example_file
+
     if not recording.order:
         raise GraphError(
             f"pipeline {recording.name!r} recorded no nodes: annotate at least one node between "
@@ -160,10 +174,12 @@ def compile_session(
         )
     directory = recording.save_path / recording.name
     directory.mkdir(parents=True, exist_ok=True)
-    _remove_previous_export(directory, recording.name)
+    with phases("previous export"):
+        _remove_previous_export(directory, recording.name)
 
     firsts = {node: recording.runs[node][0] for node in recording.order}
-    graphs = {node: export_graph(trace) for node, trace in firsts.items()}
+    with phases("graphs"):
+        graphs = {node: export_graph(trace) for node, trace in firsts.items()}
     models, timings = [], {}
     for node, trace in firsts.items():
         began = time.perf_counter()
@@ -178,37 +194,44 @@ def compile_session(
             directory=directory,
         )
         timings[node] = time.perf_counter() - began
+        timings.update({f"{node}/{phase}": t for phase, t in artifact.timings.items()})
         logger.info("node %r: exported with %s in %.3f s", node, artifact.backend, timings[node])
-        models.append(_model_spec(spec_module, trace, prepared, artifact, directory))
+        with phases("checksums"):
+            models.append(_model_spec(spec_module, trace, prepared, artifact, directory))
 
-    pipeline = _pipeline_spec(spec_module, recording, firsts, graphs, graph_configs)
-    samples = {
-        node: [_sample(example_file, run, graphs[node]) for run in recording.cached_runs(node)]
-        for node in recording.order
-    }
-    example_file.save_examples(directory / pipeline.examples, samples)
-    if pipeline.initial_values:
-        _save_initial_values(directory, pipeline, firsts)
-    spec = spec_module.Spec(
-        name=recording.name,
-        models=tuple(models),
-        pipeline=pipeline,
-        system=spec_module.system_information(),
-    )
-    spec = spec_module.dump(spec, directory / f"{recording.name}.yaml")
+    with phases("examples"):
+        pipeline = _pipeline_spec(spec_module, recording, firsts, graphs, graph_configs)
+        samples = {
+            node: [_sample(example_file, run, graphs[node]) for run in recording.cached_runs(node)]
+            for node in recording.order
+        }
+        example_file.save_examples(directory / pipeline.examples, samples)
+        if pipeline.initial_values:
+            _save_initial_values(directory, pipeline, firsts)
+    with phases("spec"):
+        spec = spec_module.Spec(
+            name=recording.name,
+            models=tuple(models),
+            pipeline=pipeline,
+            system=spec_module.system_information(),
+        )
+        spec = spec_module.dump(spec, directory / f"{recording.name}.yaml")
     timings["export"] = time.perf_counter() - started
 
     report = None
     if validate:
         from leapp.run.validation import validate_export
 
-        report = validate_export(spec, rtol=rtol, atol=atol)
+        with phases("validation"):
+            report = validate_export(spec, rtol=rtol, atol=atol)
         if strict:
             report.raise_for_failures()
         for failure in report.failures:
             logger.warning("validation: %s", failure)
+    with phases("recorded graphs"):
+        recorded = {node: recorded_graph(trace) for node, trace in firsts.items()}
+    timings.update(phases.seconds)
     timings["total"] = time.perf_counter() - started
-    recorded = {node: recorded_graph(trace) for node, trace in firsts.items()}
     return CompiledPipeline(spec=spec, graphs=recorded, report=report, timings=timings)
 
 

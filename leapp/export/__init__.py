@@ -24,13 +24,14 @@ without pt2 nodes never pays for ``torch.export``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import time
 import types
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ import torch.fx
 
 from leapp.errors import ExportError
 
-__all__ = ["ALIASES", "BACKENDS", "Artifact", "export_node"]
+__all__ = ["ALIASES", "BACKENDS", "Artifact", "PhaseTimes", "export_node"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,8 @@ class Artifact:
     was not exported), ``backend`` one of :data:`BACKENDS` or None, ``opset_version`` is set for
     ONNX and ``torch_version`` for pt2 artifacts. A node with Warp segments has
     ``warp_segments`` > 0 and ``warp_archive``, the file holding them (:mod:`leapp.export.warp`).
+    ``timings`` are the seconds each phase of the export took (``"torch.jit.script"``,
+    ``"torch.onnx.export"``, ``"agreement"``, ...), for reports; they are not part of the spec.
     """
 
     model_path: str | None
@@ -82,6 +85,32 @@ class Artifact:
     torch_version: str | None = None
     warp_segments: int = 0
     warp_archive: str | None = None
+    timings: Mapping[str, float] = field(default_factory=dict, repr=False, compare=False)
+
+
+class PhaseTimes:
+    """Seconds per named phase, summed when a phase runs more than once::
+
+    timings = PhaseTimes()
+    with timings("torch.onnx.export"):
+        ...
+    timings.seconds  # {"torch.onnx.export": 0.012}
+    """
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - began
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + elapsed
+
+    def __str__(self) -> str:
+        return ", ".join(f"{phase} {seconds:.3f} s" for phase, seconds in self.seconds.items())
 
 
 def export_node(

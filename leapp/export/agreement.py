@@ -6,51 +6,65 @@ tensor, ``index_fill`` with a 0-d index) without raising. :func:`onnx_disagreeme
 once in ONNX Runtime on the traced example inputs and compares it with the graph run eagerly,
 so the ONNX backend can try its lowered graph instead. It costs one ONNX Runtime session
 (milliseconds for a policy-sized model). The tolerance is validation's default; validation
-still checks the final artifact with the tolerance the user chose.
+still checks the final artifact with the tolerance the user chose. The session also tells which
+inputs the written model has (:attr:`Agreement.inputs`), so the backend need not parse the file
+to find an input the exporter dropped.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.fx
 
-__all__ = ["onnx_disagreement"]
+__all__ = ["Agreement", "onnx_agreement"]
 
 logger = logging.getLogger(__name__)
 
 RTOL, ATOL = 1e-3, 1e-5
 
 
-def onnx_disagreement(
+@dataclass(frozen=True)
+class Agreement:
+    """What :func:`onnx_agreement` found: ``problem`` is None when the model reproduces the
+    graph, else what differs, in words; ``inputs`` are the model's input names as ONNX Runtime
+    lists them (None when no session could be made)."""
+
+    problem: str | None
+    inputs: tuple[str, ...] | None = None
+
+
+def onnx_agreement(
     path: Path,
     module: torch.fx.GraphModule,
     example_inputs: Sequence[torch.Tensor],
     input_names: Sequence[str],
-) -> str | None:
-    """None when ``path`` run by ONNX Runtime on ``example_inputs`` (fed to ``input_names``)
-    reproduces ``module(*example_inputs)``; otherwise what differs, in words."""
+) -> Agreement:
+    """Whether ``path`` run by ONNX Runtime on ``example_inputs`` (fed to ``input_names``)
+    reproduces ``module(*example_inputs)``."""
     import onnxruntime
 
     try:
         with torch.no_grad():
             expected = module(*[example.clone() for example in example_inputs])
     except Exception as e:
-        return f"the graph itself cannot run eagerly: {' '.join(str(e).split())[:200]}"
+        return Agreement(f"the graph itself cannot run eagerly: {' '.join(str(e).split())[:200]}")
     expected = [expected] if isinstance(expected, torch.Tensor) else list(expected)
     expected = [torch.view_as_real(e) if e.is_complex() else e for e in expected]  # real pairs
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
+    present = None
     try:
         session = onnxruntime.InferenceSession(
             str(path), options, providers=["CPUExecutionProvider"]
         )
-        present = {value.name for value in session.get_inputs()}
+        present = tuple(value.name for value in session.get_inputs())
         feed = {
             name: example.detach().contiguous().numpy()
             for name, example in zip(input_names, example_inputs, strict=True)
@@ -58,14 +72,14 @@ def onnx_disagreement(
         }
         results = session.run(None, feed)
     except Exception as e:
-        return f"ONNX Runtime cannot run it: {' '.join(str(e).split())[:300]}"
+        return Agreement(f"ONNX Runtime cannot run it: {' '.join(str(e).split())[:300]}", present)
     if len(results) != len(expected):
-        return f"{len(results)} outputs instead of {len(expected)}"
+        return Agreement(f"{len(results)} outputs instead of {len(expected)}", present)
     for index, (got, want) in enumerate(zip(results, expected, strict=True)):
         problem = _difference(torch.from_numpy(got), want)
         if problem:
-            return f"output {index}: {problem}"
-    return None
+            return Agreement(f"output {index}: {problem}", present)
+    return Agreement(None, present)
 
 
 def _difference(got: torch.Tensor, want: torch.Tensor) -> str | None:

@@ -26,17 +26,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 import torch.fx
 
 from leapp.errors import ExportError
-from leapp.export import Artifact, failing_operation, summarize_error
-from leapp.export.agreement import onnx_disagreement
+from leapp.export import Artifact, PhaseTimes, failing_operation, summarize_error
+from leapp.export.agreement import Agreement, onnx_agreement
+from leapp.export.exporter_scope import onnx_exporter_scope
 
 logger = logging.getLogger(__name__)
 
@@ -62,25 +62,31 @@ def export(
     """
     path = directory / f"{node}.onnx"
     onnx_inputs, onnx_outputs = onnx_port_names(input_names, output_names)
-    started = time.perf_counter()
-    graph_module = _prepared(graph_module, example_inputs, node)
+    timings = PhaseTimes()
+    with timings("prepare"):
+        graph_module = _prepared(graph_module, example_inputs, node)
     refusal: _RefusedError | ExportError | None = None
     first_disagreement = None
     for how, build in _attempts(graph_module, example_inputs, node):
         try:
-            module = build()
-            _write(module, example_inputs, path, onnx_inputs, onnx_outputs, node)
+            with timings("lowering") if how != "as recorded" else contextlib.nullcontext():
+                module = build()
+            with timings("torch.onnx.export"):
+                _write(module, example_inputs, path, onnx_inputs, onnx_outputs, node)
         except Exception as e:  # a refused or failed attempt: try the next one, never crash
             refused = e if isinstance(e, (_RefusedError, ExportError)) else _RefusedError(e)
             logger.debug("node %s: no ONNX model %s: %s", node, how, refused)
             if refusal is None or isinstance(refused, ExportError):
                 refusal = refused
             continue
-        disagreement = onnx_disagreement(path, graph_module, example_inputs, onnx_inputs)
-        if disagreement is None:
+        with timings("agreement"):
+            agreement = onnx_agreement(path, graph_module, example_inputs, onnx_inputs)
+        if agreement.problem is None:
             break
-        logger.debug("node %s: the ONNX model written %s is wrong: %s", node, how, disagreement)
-        first_disagreement = first_disagreement or (how, module, disagreement)
+        logger.debug(
+            "node %s: the ONNX model written %s is wrong: %s", node, how, agreement.problem
+        )
+        first_disagreement = first_disagreement or (how, module, agreement.problem)
     else:
         if first_disagreement is None:
             if isinstance(refusal, ExportError):
@@ -94,17 +100,18 @@ def export(
             disagreement,
             how,
         )
-        _write(module, example_inputs, path, onnx_inputs, onnx_outputs, node)
-    written = time.perf_counter()
-    _declare_inputs(path, onnx_inputs, example_inputs)
-    logger.debug(
-        "node %s: ONNX model written %s in %.3f s, inputs declared in %.3f s",
-        node,
-        how,
-        written - started,
-        time.perf_counter() - written,
+        with timings("torch.onnx.export"):
+            _write(module, example_inputs, path, onnx_inputs, onnx_outputs, node)
+        agreement = Agreement(disagreement)  # the model of another attempt: inputs unknown
+    with timings("inputs"):
+        _declare_inputs(path, onnx_inputs, example_inputs, agreement.inputs)
+    logger.debug("node %s: ONNX model written %s (%s)", node, how, timings)
+    return Artifact(
+        model_path=path.name,
+        backend="onnx",
+        opset_version=OPSET_VERSION,
+        timings=timings.seconds,
     )
-    return Artifact(model_path=path.name, backend="onnx", opset_version=OPSET_VERSION)
 
 
 def _prepared(
@@ -129,13 +136,19 @@ def _attempts(
     """The graphs to try in turn, each built only when tried: as recorded; lowered with the
     operations the exporter does not know decomposed; lowered with every operation decomposed
     that can be (the exporter writes some that it knows wrongly for some arguments)."""
-    from leapp.export.lowering import onnx_lowered
-    from leapp.export.real_pairs import fold_pairs
 
     def lowered(fully: bool) -> Callable[[], torch.fx.GraphModule]:
-        return lambda: fold_pairs(
-            onnx_lowered(graph_module, example_inputs, node=node, opset=OPSET_VERSION, fully=fully)
-        )
+        def build() -> torch.fx.GraphModule:  # the lowering modules only when lowering
+            from leapp.export.lowering import onnx_lowered
+            from leapp.export.real_pairs import fold_pairs
+
+            return fold_pairs(
+                onnx_lowered(
+                    graph_module, example_inputs, node=node, opset=OPSET_VERSION, fully=fully
+                )
+            )
+
+        return build
 
     wrong = _written_wrongly(graph_module)
     if wrong:  # the traced examples may not show it: go straight to the decomposition
@@ -180,7 +193,7 @@ def _write(
     onnx_outputs: tuple[str, ...],
     node: str,
 ) -> None:
-    with warnings.catch_warnings(record=True) as caught, _exporter_log_to_debug():
+    with warnings.catch_warnings(record=True) as caught, onnx_exporter_scope(logger):
         warnings.simplefilter("always")
         try:
             torch.onnx.export(
@@ -217,23 +230,6 @@ def _export_error(
     )
 
 
-@contextlib.contextmanager
-def _exporter_log_to_debug() -> Iterator[None]:
-    """Send the exporter's own log (it prints the whole TorchScript graph to stderr when it
-    refuses one, and its log switch is stuck on in torch 2.13) to this module's debug log, for
-    the duration of one export."""
-    original = torch._C._jit_onnx_log
-
-    def to_debug(*parts: object) -> None:
-        logger.debug("torch.onnx: %s", " ".join(str(part) for part in parts))
-
-    torch._C._jit_onnx_log = to_debug
-    try:
-        yield
-    finally:
-        torch._C._jit_onnx_log = original
-
-
 # ONNX element types of the dtypes a port can have.
 _ELEMENT_TYPES = {
     torch.float32: 1,
@@ -253,14 +249,21 @@ _ELEMENT_TYPES = {
 
 
 def _declare_inputs(
-    path: Path, onnx_inputs: tuple[str, ...], example_inputs: tuple[torch.Tensor, ...]
+    path: Path,
+    onnx_inputs: tuple[str, ...],
+    example_inputs: tuple[torch.Tensor, ...],
+    listed: tuple[str, ...] | None,
 ) -> None:
     """Give the model every input port, in port order.
 
     The exporter drops an input no output reads values from (``x.new_zeros(...)`` only reads
     ``x``'s shape), but the spec's ports are the artifact's contract: such an input is declared
-    again, unused, with its dtype and shape (ONNX Runtime accepts and ignores it).
+    again, unused, with its dtype and shape (ONNX Runtime accepts and ignores it). ``listed``
+    are the model's inputs as ONNX Runtime listed them, when known: with every port among them
+    the file is not even read.
     """
+    if listed is not None and all(name in listed for name in onnx_inputs):
+        return
     import onnx
 
     model = onnx.load(str(path))
