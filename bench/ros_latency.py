@@ -37,7 +37,8 @@ one graph at a time, each started again alone (as a robot runs one graph, withou
 idle timers and discovery traffic), each rate step (``--seconds``) up to three times: it holds
 when most of the tries lose < 1 %; the CPU time spent per answer while the client feeds the
 graph at 500 Hz for ``--seconds`` (this process, the client and the nodes composed into it,
-plus every process it started: all threads, the middleware's included), still alone, the mean
+plus every process it started: all threads, the middleware's included; each process's CPU
+clock), alone too, before the rate is tried (not right after the rate's overload), the mean
 of two runs, the second pass over the graphs in reverse order so that a drift of the machine
 over the run does not favour the first ones.
 
@@ -53,8 +54,10 @@ latency request of ``--cpu-latency-us`` (the nodes' ``cpu_latency_us``; needs wr
 ``/dev/cpu_dma_latency``, else skipped with the reason), and one process per node with each
 process pinned to a CPU of its own (``--pin-cpus`` of ``leapp-ros run``). See
 ``leapp_ros/plan/cpu_settings.py``. ROS discovery stays on this machine
-(``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``) in a domain of its own (``ROS_DOMAIN_ID``,
-default derived from the process id).
+(``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``) in a domain of its own: ``ROS_DOMAIN_ID`` where
+it is set, else one that no other process on this machine holds
+(:func:`leapp_ros.testing.claim_domain_id`, the tests' lock files); the graphs' namespaces
+carry this process's id, so that two runs in one domain never answer each other's client.
 """
 
 from __future__ import annotations
@@ -104,7 +107,6 @@ from latency_report import (  # noqa: E402
 from rclpy_reference import reference_processes  # noqa: E402
 
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-os.environ.setdefault("ROS_DOMAIN_ID", str(150 + os.getpid() % 80))
 
 
 def export_seed(folder: Path) -> Path:
@@ -274,9 +276,11 @@ def leapp_subjects(spec, cpu_latency_us: int = -1, pin: bool = False) -> dict[st
 
 
 def namespace_of(label: str, setting: str = DEFAULTS) -> str:
-    """A namespace of its own for each graph, so that graphs alive together never mix."""
+    """A namespace of its own for each graph, so that graphs alive together (of this run, or
+    of another run in the same domain) never mix."""
     words = f"{label} {setting}".replace(",", " ").replace("=", " ").split()
-    return "/bench_" + "_".join(word for word in words if word.isidentifier() or word.isdigit())
+    kept = "_".join(word for word in words if word.isidentifier() or word.isdigit())
+    return f"/bench{os.getpid()}_{kept}"
 
 
 def fused_missing() -> str | None:
@@ -321,9 +325,9 @@ def measure_defaults(path: Path, spec, args, skip: set[str]) -> tuple[dict, dict
         }
     cpu: dict[str, list[float]] = {label: [] for label in subjects}
     for label, enter in subjects.items():  # a robot runs one graph: the others would be noise
-        with enter(namespace_of(label)) as client:
-            results[label]["sustained"] = client.sustained_hz(args.seconds)
+        with enter(namespace_of(label)) as client:  # CPU first: not after the rate's overload
             cpu[label].append(client.cpu_per_answer_us(CPU_RATE_HZ, args.seconds))
+            results[label]["sustained"] = client.sustained_hz(args.seconds)
     for label, enter in reversed(subjects.items()):  # in reverse: a drift cancels in the mean
         with enter(namespace_of(label)) as client:
             cpu[label].append(client.cpu_per_answer_us(CPU_RATE_HZ, args.seconds))
@@ -338,8 +342,8 @@ def measure_extra(spec, label: str, setting: str, cpu_latency_us: int, pin: bool
     with enter(namespace_of(label, setting)) as client:
         client.sample(args.samples)
         answers = client.answers_per_pair()
-        sustained = client.sustained_hz(args.seconds)
         cpu = client.cpu_per_answer_us(CPU_RATE_HZ, args.seconds)
+        sustained = client.sustained_hz(args.seconds)
     return {
         "timing": percentiles(client.times),
         "lost": client.lost,
@@ -362,6 +366,11 @@ def main() -> None:
     )
     parser.add_argument("--no-extras", action="store_true", help="system defaults only")
     args = parser.parse_args()
+    if "ROS_DOMAIN_ID" not in os.environ:
+        from leapp_ros.testing import claim_domain_id
+
+        domain_id, _held = claim_domain_id()  # the lock is held until this process ends
+        os.environ["ROS_DOMAIN_ID"] = str(domain_id)
 
     import leapp.spec
 
