@@ -10,7 +10,9 @@ the same shape (bench/hand_written_nodes.py) are built
 on one ROS context that nobody spins, and their two subscription callbacks are called directly
 with prebuilt ``state`` and ``velocity`` messages. A tick is then what the executor runs for a
 message pair, minus the middleware's thread and wake-up: decode, checks, both model calls,
-encode and publish the action (nobody subscribes, so the middleware only queues it).
+encode and publish the action (nobody subscribes, so the middleware only queues it). The fused
+node gets the messages serialized, as its raw subscriptions do (typed with
+``raw_messages: false``); the hand-written node gets rclpy messages.
 
 Printed, medians of alternating rounds (bare_calls.time_interleaved, so the noise of a shared
 machine hits all alike): each part of each tick timed in a loop of its own, their sum, the tick
@@ -78,16 +80,15 @@ def fused_parts(node, state, velocity) -> tuple[Callable, dict[str, Callable]]:
     readers = {reader.topic.rsplit("/", 1)[-1]: reader for reader in node._readers}
     preprocess, policy = node._stages
     _, publisher, writer = policy.publish_now[0]
-    decoded = readers["state"].read(state) + readers["velocity"].read(velocity)
+    raw = isinstance(state, bytes)  # the node's raw CDR path (parameter raw_messages)
+    read = {name: (r.read_raw if raw else r.read) for name, r in readers.items()}
+    decoded = read["state"](state) + read["velocity"](velocity)
     obs = preprocess.call(preprocess.values)
     policy.values[0] = obs[0]
     action = policy.call(policy.values)
     message = writer.write(action[0])
     parts = {
-        "decode both messages": lambda: (
-            readers["state"].read(state),
-            readers["velocity"].read(velocity),
-        ),
+        "decode both messages": lambda: (read["state"](state), read["velocity"](velocity)),
         "NaN/inf checks of the inputs": lambda: nonfinite(decoded, range(len(decoded))),
         "preprocess (TorchScript)": lambda: preprocess.call(preprocess.values),
         "policy (ONNX)": lambda: policy.call(policy.values),
@@ -148,7 +149,14 @@ def main(argv: list[str] | None = None) -> None:
         single = single_of(make_plan(spec, namespace="/tick_hand"), spec.directory)
         hand = make_hand_written_node(single, "/tick_hand", context)
         state, velocity = messages()
-        fused_tick, fused_each = fused_parts(fused, state, velocity)
+        if fused._raw:  # its subscriptions take serialized messages
+            from rclpy.serialization import serialize_message
+
+            fused_tick, fused_each = fused_parts(
+                fused, serialize_message(state), serialize_message(velocity)
+            )
+        else:
+            fused_tick, fused_each = fused_parts(fused, state, velocity)
         hand_tick, hand_each = hand_written_parts(hand, single.artifacts, state, velocity)
         calls = {
             FUSED_TICK: fused_tick,

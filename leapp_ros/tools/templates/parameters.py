@@ -41,6 +41,8 @@ def parameters_yaml(info: PackageInfo) -> str:
         "#                  needs write access to /dev/cpu_dma_latency. -1: leave it alone.",
         "#   cpu_affinity   the CPUs the node's process may run on, e.g. [1]; consecutive nodes",
         "#                  on different CPUs are fastest. Unset (commented out): anywhere.",
+        "#   raw_messages   true (default): data topics as serialized CDR bytes, no rclpy",
+        "#                  message objects (same messages on the wire); false: rclpy's.",
         "#   qos_overrides  per absolute topic name, publisher or subscription, one of",
         "#                  reliability (reliable | best_effort), history (keep_last | keep_all),",
         "#                  depth (an integer). Defaults: publishers reliable, subscriptions",
