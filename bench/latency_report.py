@@ -109,7 +109,7 @@ def report(inprocess: dict, results: dict, extras: dict, skipped: dict[str, str]
     print(f"seed pipeline over ROS 2 (ROS_DOMAIN_ID={domain}, localhost); all figures: this run")
     print_inprocess(inprocess)
     print(
-        f"  graphs ({DEFAULTS}):{'':<36}{'median':>10} {'p99':>10}   sustained (< 1 % loss)"
+        f"  graphs ({DEFAULTS}):{'':<36}{'median':>10} {'p99':>10}   sustained (a try < 1 % loss)"
         f"   CPU per answer at {CPU_RATE_HZ:.0f} Hz"
     )
     labels = [label for label in REFERENCES if label in results]

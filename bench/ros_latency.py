@@ -32,15 +32,15 @@ Each hand-written graph's action for a fixed input pair is checked against ``lea
 
 Figures per graph: latency, median and p99 over ``--samples`` ping-pongs with the system's
 defaults, taken with every graph alive in ``--rounds`` alternating rounds (the in-process calls
-between them) so that the noise of a shared machine hits all alike; the sustained rate, tried
-one graph at a time, each started again alone (as a robot runs one graph, without the others'
-idle timers and discovery traffic), each rate step (``--seconds``) up to three times: it holds
-when most of the tries lose < 1 %; the CPU time spent per answer while the client feeds the
-graph at 500 Hz for ``--seconds`` (this process, the client and the nodes composed into it,
-plus every process it started: all threads, the middleware's included; each process's CPU
-clock), alone too, before the rate is tried (not right after the rate's overload), the mean
-of two runs, the second pass over the graphs in reverse order so that a drift of the machine
-over the run does not favour the first ones.
+between them) so that the noise of a shared machine hits all alike. Then, one graph at a time,
+each started again alone (as a robot runs one graph, without the others' idle timers and
+discovery traffic): the CPU time spent per answer while the client feeds it at 500 Hz for
+``--seconds`` (this process, the client and the nodes composed into it, plus every process it
+started: all threads, the middleware's included; each process's CPU clock), and after that
+(not right after an overload) the sustained rate: each rate step (``--seconds``) is tried up
+to three times and holds once a try loses < 1 % (the machine's noise only adds losses). The
+CPU figure is the mean of two such passes, the second over the graphs in reverse order so that
+a drift of the machine over the run does not favour the first ones.
 
 Verdicts, per mode, against the typed hand-written graph of the same shape in this run (ratios
 only, never absolute limits; bench/latency_report.py): median latency <= 0.7x in composed and
