@@ -207,6 +207,11 @@ def test_pipeline_load_verifies_checksums(seed, tmp_path):
             r"unexpected input\(s\) \['policy/obs'\]",
         ),
         (
+            {"preprocess/state": torch.zeros(6), "policy/obs": torch.zeros(9)},
+            r"missing input\(s\) \['preprocess/velocity'\]; unexpected input\(s\) "
+            r"\['policy/obs'\]",
+        ),
+        (
             {"preprocess/state": torch.zeros(5), "preprocess/velocity": torch.zeros(3)},
             r"input 'preprocess/state' has shape \[5\], expected \[6\]",
         ),
@@ -219,7 +224,7 @@ def test_pipeline_load_verifies_checksums(seed, tmp_path):
             r"input 'preprocess/state' is a list, expected a torch.Tensor",
         ),
     ],
-    ids=["missing", "extra", "shape", "dtype", "not-a-tensor"],
+    ids=["missing", "extra", "swapped", "shape", "dtype", "not-a-tensor"],
 )
 def test_step_rejects_bad_inputs_naming_the_port(seed, inputs, pattern):
     pipeline = Pipeline(seed[0])

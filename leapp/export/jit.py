@@ -5,10 +5,11 @@ input tensors in port order; its ``forward`` arguments carry the port names.
 
 Measured on the seed's ``preprocess`` node (2-core CPU, torch 2.13): scripting takes 6-10 ms
 (16-21 ms before its attempt to script the module's ``torch.fx.Graph`` was skipped, see
-:func:`_script`), saving under 1 ms. ``torch.jit.freeze`` and ``optimize_for_inference`` were tried: results stay
-identical, but loading plus the first runs got no measurably faster (4.4 vs 4.5 ms load, same
-1.7 ms first call, same 4 us per call afterwards), and a frozen module no longer exposes its
-parameters to users who inspect it, so the plain scripted module is saved.
+:func:`_script`), saving under 1 ms. ``torch.jit.freeze`` and ``optimize_for_inference`` were
+tried: results stay identical, but loading plus the first runs got no measurably faster (4.4 vs
+4.5 ms load, same 1.7 ms first call, same 4 us per call afterwards), and a frozen module no
+longer exposes its parameters to users who inspect it, so the plain scripted module is saved
+(the runtime freezes its own copy for the static runtime: :mod:`leapp.run.static_runtime`).
 """
 
 from __future__ import annotations
@@ -118,11 +119,9 @@ def _script(graph_module: torch.fx.GraphModule) -> torch.jit.ScriptModule:
     the source of every method of ``Graph``, took 16 of the 21 ms of scripting the seed's
     ``preprocess``, and always fails, which leaves the attribute out of the scripted module.
     Declared ignored for this one call, it is left out without the attempt."""
-    ignored = [
-        name
-        for name in ("_graph",)
-        if isinstance(getattr(graph_module, name, None), torch.fx.Graph)
-    ]
+    ignored = list(getattr(graph_module, "__jit_ignored_attributes__", ()))
+    if isinstance(getattr(graph_module, "_graph", None), torch.fx.Graph):
+        ignored.append("_graph")
     graph_module.__jit_ignored_attributes__ = ignored  # on the instance: no other module sees it
     try:
         return torch.jit.script(graph_module)

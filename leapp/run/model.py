@@ -8,6 +8,12 @@
 Runtimes follow the deployment settings: ONNX Runtime with one intra-op and one inter-op
 thread, TorchScript and pt2 with ``torch.set_num_threads(1)`` (process-wide), and warm-up runs
 on zeros at load, so the first call is not slower than the others.
+
+A TorchScript artifact runs in TorchScript's static runtime wherever that gives exactly what
+the graph executor gives (:mod:`leapp.run.static_runtime` checks it at load), else in the
+graph executor. The static runtime computes in inference mode, so its outputs are inference
+tensors (as under ``torch.inference_mode()``): read them, convert them, feed them to any other
+computation; ``clone()`` one before updating it in place or using it where autograd records.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -30,6 +36,20 @@ __all__ = ["Model", "check_value", "load_model", "port_check"]
 logger = logging.getLogger(__name__)
 
 _Call = Callable[[Sequence[torch.Tensor]], tuple[torch.Tensor, ...]]
+_Single = Callable[..., torch.Tensor]
+
+
+class _Runner(NamedTuple):
+    """What a loader makes of an artifact: ``call`` (a list of tensors in, a tuple out);
+    ``single``, for a one-output artifact, the same run with the tensors passed positionally
+    and the one tensor returned; ``grad_free``: the run records no autograd history in any
+    grad mode, given inputs that do not require gradients (see leapp.run.step_code)."""
+
+    call: _Call
+    single: _Single | None = None
+    grad_free: bool = False
+
+
 _Check = tuple[str, torch.dtype, tuple[int, ...]]  # (port, dtype, shape)
 _WARMUP_RUNS = 2  # TorchScript's profiling executor settles on its optimized plan at run 2
 
@@ -40,15 +60,36 @@ class Model:
     ``name`` is the node, ``backend`` its backend, ``inputs``/``outputs`` its port specs.
     """
 
-    __slots__ = ("_call", "_checks", "backend", "inputs", "name", "outputs", "path")
+    __slots__ = (
+        "_call",
+        "_checks",
+        "_grad_free",
+        "_single",
+        "backend",
+        "inputs",
+        "name",
+        "outputs",
+        "path",
+    )
 
-    def __init__(self, model: ModelSpec, path: Path, call: _Call):
+    def __init__(
+        self,
+        model: ModelSpec,
+        path: Path,
+        call: _Call,
+        single: _Single | None = None,
+        grad_free: bool = False,
+    ):
         self.name = model.name
         self.backend = model.parameters.backend
         self.inputs = model.inputs
         self.outputs = model.outputs
         self.path = path
         self._call = call
+        # For a one-output artifact, the same run called with the tensors positionally and
+        # returning the one tensor (no list in, no tuple out): what Pipeline.step calls.
+        self._single = single
+        self._grad_free = grad_free  # see leapp.run.step_code
         self._checks = tuple(port_check(model.name, port) for port in model.inputs)
 
     def run(self, inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
@@ -131,12 +172,12 @@ def load_model(
             from leapp.run.warp_runtime import load_archive
 
             load_archive(spec, model)
-        call = loader(path, model)
+        runner = loader(path, model, warm_up_inputs)
     except PipelineError:
         raise
     except Exception as e:
         raise PipelineError(f"node {node!r}: cannot load {str(path)!r}: {e}") from e
-    loaded = Model(model, path, call)
+    loaded = Model(model, path, *runner)
     _warm_up(loaded, warm_up_inputs)
     logger.debug(
         "node %s: loaded %s in %.1f ms",
@@ -198,7 +239,9 @@ def _warm_up(model: Model, inputs: Sequence[torch.Tensor] | None) -> None:
     check_outputs(model, results, "zeros of its input shapes" if on_zeros else "its inputs")
 
 
-def _load_jit(path: Path, model: ModelSpec) -> _Call:
+def _load_jit(path: Path, model: ModelSpec, inputs: Sequence[torch.Tensor] | None) -> _Runner:
+    from leapp.run.static_runtime import static_forward
+
     torch.set_num_threads(1)
     with warnings.catch_warnings():
         # TorchScript is deprecated upstream but is what LEAPP deployments load.
@@ -208,19 +251,22 @@ def _load_jit(path: Path, model: ModelSpec) -> _Call:
     # The C method itself: ScriptModule.forward goes through Python wrappers on every call.
     get_method = getattr(getattr(module, "_c", None), "_get_method", None)
     if get_method is None:
-        return _module_call(module.forward)
+        return _Runner(_module_call(module.forward))
     forward = get_method("forward")
+    ports = [port_check(model.name, port)[1:] for port in model.inputs]
+    static = static_forward(module, forward, ports, inputs, node=model.name)
+    run = forward if static is None else static  # the static runtime runs in inference mode
     returns = [str(value.type) for value in forward.schema.returns]
     if returns == ["Tensor"]:  # one tensor out: no check of the result's type per call
-        return lambda inputs: (forward(*inputs),)
-    return _module_call(forward)
+        return _Runner(lambda values: (run(*values),), run, static is not None)
+    return _Runner(_module_call(run), None, static is not None)
 
 
-def _load_pt2(path: Path, model: ModelSpec) -> _Call:
+def _load_pt2(path: Path, model: ModelSpec, inputs: Sequence[torch.Tensor] | None) -> _Runner:
     from torch.export import load as load_program
 
     torch.set_num_threads(1)
-    return _module_call(load_program(str(path)).module())
+    return _Runner(_module_call(load_program(str(path)).module()))
 
 
 def _module_call(forward: Callable[..., Any]) -> _Call:
@@ -233,7 +279,7 @@ def _module_call(forward: Callable[..., Any]) -> _Call:
     return call
 
 
-def _load_onnx(path: Path, model: ModelSpec) -> _Call:
+def _load_onnx(path: Path, model: ModelSpec, inputs: Sequence[torch.Tensor] | None) -> _Runner:
     import onnxruntime
 
     from leapp.run.onnx_runner import OnnxModel, session_options
@@ -244,7 +290,7 @@ def _load_onnx(path: Path, model: ModelSpec) -> _Call:
     runner = OnnxModel(model, path, session)  # matches the ports to the model's value names
     pairs = [port.dtype.startswith("complex") for port in model.outputs]
     if not any(pairs) and runner.bind():  # I/O binding: the cheap entry (see onnx_runner)
-        return _bound_call(runner.bound)
+        return _Runner(_bound_call(runner.bound), _bound_single(runner.bound), True)
     run = runner.call
     from_numpy = torch.from_numpy
 
@@ -260,7 +306,7 @@ def _load_onnx(path: Path, model: ModelSpec) -> _Call:
             results = tuple(map(_complex_of_pairs, results, pairs))
         return results
 
-    return call
+    return _Runner(call, None, True)  # NumPy in and out: no autograd on the way
 
 
 def _bound_call(bound: Any) -> _Call:
@@ -286,6 +332,33 @@ def _bound_call(bound: Any) -> _Call:
         return tuple(output.clone() for output in outs)
 
     return call
+
+
+def _bound_single(bound: Any) -> _Single | None:
+    """:func:`_bound_call` for a one-output model, called with the tensors positionally and
+    returning the one tensor."""
+    ins = [torch.from_numpy(buffer) for buffer in bound.input_buffers]
+    outs = [torch.from_numpy(buffer) for buffer in bound.output_buffers]
+    if len(outs) != 1:
+        return None
+    run, (tensor_out,) = bound.run, outs
+    if len(ins) == 1:
+        (tensor_in,) = ins
+
+        def one(value: torch.Tensor) -> torch.Tensor:
+            tensor_in.copy_(value)
+            run()
+            return tensor_out.clone()
+
+        return one
+
+    def many(*values: torch.Tensor) -> torch.Tensor:
+        for buffer, value in zip(ins, values, strict=True):
+            buffer.copy_(value)
+        run()
+        return tensor_out.clone()
+
+    return many
 
 
 def _complex_of_pairs(value: torch.Tensor, complex_port: bool) -> torch.Tensor:

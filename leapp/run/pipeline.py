@@ -96,7 +96,17 @@ class Pipeline:
             self._models[model.name] = loaded
             reads = tuple(read_slot(f"{model.name}/{port.name}") for port in model.inputs)
             first = output_slot[f"{model.name}/{model.outputs[0].name}"] if model.outputs else 0
-            calls.append(NodeCall(model.name, loaded._call, reads, first, len(model.outputs)))
+            calls.append(
+                NodeCall(
+                    model.name,
+                    loaded._call,
+                    reads,
+                    first,
+                    len(model.outputs),
+                    loaded._single,
+                    loaded._grad_free,
+                )
+            )
         self._compiled_step, self.step_source = compile_step(
             inputs=checks,
             nodes=calls,
@@ -150,8 +160,10 @@ class Pipeline:
         for key, value in values.items():
             _, dtype, shape = self._feedback_checks[key]
             check_value(key, value, dtype, shape)
-        for key, value in values.items():
-            self._feedback[self._feedback_index[key]] = value
+        for key, value in values.items():  # a step computes no gradients: no history kept
+            self._feedback[self._feedback_index[key]] = (
+                value.detach() if value.requires_grad else value
+            )
 
     @property
     def spec(self) -> Spec:
@@ -172,7 +184,8 @@ class Pipeline:
         """Run every node once; returns ``{"node/port": tensor}`` for every node output.
 
         ``inputs`` maps every key of :attr:`input_keys` to a tensor of the spec's shape and
-        dtype.
+        dtype. No output tracks gradients; the outputs of TorchScript nodes that run in the
+        static runtime are inference tensors (see :mod:`leapp.run.model`).
 
         Raises:
             PipelineError: a missing or unexpected key, a non-tensor, or a wrong shape or dtype;

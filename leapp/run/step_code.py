@@ -5,6 +5,12 @@ in order with values at fixed places, collect the outputs, carry the feedback va
 ``torch.fx`` turning a graph into Python source, :func:`compile_step` writes that sequence as
 straight-line Python (one local variable per value, one call per node, no loop and no lookup
 on the data path) and compiles it once at load. ``Pipeline.step_source`` shows it.
+
+Gradients are off around the node calls, unless every node is ``grad_free``: its run records
+no autograd history whatever the grad mode, given inputs that do not require gradients (the
+static runtime runs in inference mode, an ONNX node copies values into its own buffers). Such
+a step skips the two grad-mode switches and detaches instead the inputs that require gradients
+(a slow path: the same values, no history), which gives the same results.
 """
 
 from __future__ import annotations
@@ -24,13 +30,19 @@ __all__ = ["NodeCall", "compile_step"]
 class NodeCall:
     """One node in a step: ``call`` takes the values at ``reads`` and returns ``outputs``
     values, which go to the slots ``first``, ``first + 1``, ... (a slot is a value of the
-    step: an external input, a node output, or, from ``feedback_base`` on, a feedback input)."""
+    step: an external input, a node output, or, from ``feedback_base`` on, a feedback input).
+    ``single``, for a node of one output, is the same run taking the values positionally and
+    returning the one value: the step calls it instead, with no list, tuple or count check.
+    ``grad_free``: the run records no autograd history in any grad mode (see the module
+    docstring)."""
 
     name: str
     call: Callable[[Sequence[torch.Tensor]], Sequence[torch.Tensor]]
     reads: tuple[int, ...]
     first: int
     outputs: int
+    single: Callable[..., torch.Tensor] | None = None
+    grad_free: bool = False
 
 
 def compile_step(
@@ -60,7 +72,6 @@ def compile_step(
     """
     constants: dict[str, Any] = {
         "Tensor": torch.Tensor,
-        "input_keys": input_keys,
         "key_error": key_error,
         "check_value": check_value,
         "is_grad_enabled": torch.is_grad_enabled,
@@ -72,32 +83,47 @@ def compile_step(
     def value(slot: int) -> str:
         return f"feedback[{slot - feedback_base}]" if slot >= feedback_base else f"v{slot}"
 
+    grad_free = all(node.grad_free for node in nodes)
+    # As many keys as the step takes, each of them found: exactly the keys it takes.
     lines = [
         "def step(inputs):",
-        "    if inputs.keys() != input_keys:",
+        f"    if len(inputs) != {len(input_keys)}:",
         "        raise key_error(inputs)",
     ]
+    if inputs:
+        lines.append("    try:")
+        lines += [f"        v{slot} = inputs[{key!r}]" for slot, key, _, _ in inputs]
+        lines += ["    except KeyError:", "        raise key_error(inputs) from None"]
     for slot, key, dtype, shape in inputs:
         constants[f"dtype{slot}"], constants[f"shape{slot}"] = dtype, torch.Size(shape)
         v, d, s = f"v{slot}", f"dtype{slot}", f"shape{slot}"
+        wrong = f"type({v}) is not Tensor or {v}.dtype is not {d} or {v}.shape != {s}"
         lines += [
-            f"    {v} = inputs[{key!r}]",
-            f"    if type({v}) is not Tensor or {v}.dtype is not {d} or {v}.shape != {s}:",
+            f"    if {wrong}{f' or {v}.requires_grad' if grad_free else ''}:",
             f"        check_value({key!r}, {v}, {d}, {s})",
         ]
-    lines += ["    grad = is_grad_enabled()", "    set_grad_enabled(False)", "    try:"]
+        if grad_free:
+            lines.append(f"        {v} = {v}.detach()")
+    indent = "    " if grad_free else "        "
+    if not grad_free:
+        lines += ["    grad = is_grad_enabled()", "    set_grad_enabled(False)", "    try:"]
     for n, node in enumerate(nodes):
-        constants[f"call{n}"], constants[f"node{n}"] = node.call, node.name
         arguments = ", ".join(value(slot) for slot in node.reads)
+        if node.single is not None and node.outputs == 1:
+            constants[f"call{n}"] = node.single
+            lines.append(f"{indent}v{node.first} = call{n}({arguments})  # node {node.name}")
+            continue
+        constants[f"call{n}"], constants[f"node{n}"] = node.call, node.name
         targets = "".join(f"v{node.first + i}, " for i in range(node.outputs))
         lines += [
-            f"        results = call{n}([{arguments}])  # node {node.name}",
-            f"        if len(results) != {node.outputs}:",
-            f"            raise count_error(node{n}, results, {node.outputs})",
+            f"{indent}results = call{n}([{arguments}])  # node {node.name}",
+            f"{indent}if len(results) != {node.outputs}:",
+            f"{indent}    raise count_error(node{n}, results, {node.outputs})",
         ]
         if node.outputs:
-            lines.append(f"        {targets}= results")
-    lines += ["    finally:", "        set_grad_enabled(grad)"]
+            lines.append(f"{indent}{targets}= results")
+    if not grad_free:
+        lines += ["    finally:", "        set_grad_enabled(grad)"]
     for producer, consumer in feedback_moves:
         lines.append(f"    {value(consumer)} = {value(producer)}")
     returned = ", ".join(f"{key!r}: {value(slot)}" for slot, key in output_keys)
