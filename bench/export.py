@@ -27,6 +27,7 @@ alike.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -211,14 +212,16 @@ class NvidiaSteps:
 
 
 def load_step(path: str):
-    """``Pipeline.step`` of the export at ``path`` on fixed random inputs, as a callable."""
+    """``Pipeline.step`` of the export at ``path`` on fixed random inputs, as a callable: the
+    step bound to its inputs (``functools.partial``, no Python frame of its own), as NVIDIA's
+    worker calls ``run_policy(inputs)`` with the bound method at hand."""
     import torch
 
     import leapp
 
     pipeline = leapp.Pipeline.load(path)
     inputs = {"preprocess/state": torch.randn(6), "preprocess/velocity": torch.randn(3)}
-    return lambda: pipeline.step(inputs)
+    return functools.partial(pipeline.step, inputs)
 
 
 def measure_step(path: str, steps: int) -> tuple[float, float]:

@@ -32,6 +32,9 @@ in callbacks; :func:`to_message` and :func:`from_message` are shorthands that lo
 A publisher that publishes at once can refill one message per port
 (``codec.to_message(tensor, reuse=message)``), which halves the cost of publishing.
 
+The nodes' raw data path (serialized messages, no rclpy message objects) is
+:mod:`leapp_ros.messages.raw_multiarray`, built on these codecs' layout and checks.
+
 Nodes use the NumPy side (:meth:`PortCodec.array_from_message`, and ``to_message`` takes
 arrays too), so a node whose model needs no torch never imports it; torch is imported only by
 the tensor methods (and for bfloat16, which NumPy lacks).
