@@ -153,17 +153,17 @@ class Client:
             sustained = rate
         return sustained
 
-    def cpu_per_answer_us(self, rate_hz: float, seconds: float) -> float:
+    def cpu_per_answer_us(self, rate_hz: float, seconds: float) -> tuple[float, float]:
         """CPU time spent per answer while the client feeds the graph at ``rate_hz`` for
         ``seconds``, in microseconds: this process (the client, and the nodes composed into
         it) and every process it started (the nodes of a graph across processes), all their
-        threads (the middleware's included)."""
+        threads (the middleware's included); and the fraction of inputs left unanswered."""
         self.spin_until(self.received + 10**6, 0.3)
         pids = [os.getpid(), *descendants(os.getpid())]
         before, start = cpu_seconds(pids), self.received
-        self.loss_at(rate_hz, seconds)
+        loss = self.loss_at(rate_hz, seconds)
         answered = self.received - start
-        return (cpu_seconds(pids) - before) / max(answered, 1) * 1e6
+        return (cpu_seconds(pids) - before) / max(answered, 1) * 1e6, loss
 
     def close(self) -> None:
         self.executor.shutdown()

@@ -110,7 +110,7 @@ def report(inprocess: dict, results: dict, extras: dict, skipped: dict[str, str]
     print_inprocess(inprocess)
     print(
         f"  graphs ({DEFAULTS}):{'':<36}{'median':>10} {'p99':>10}   sustained (a try < 1 % loss)"
-        f"   CPU per answer at {CPU_RATE_HZ:.0f} Hz"
+        f"   CPU per answer at {CPU_RATE_HZ:.0f} Hz, unanswered"
     )
     labels = [label for label in REFERENCES if label in results]
     labels += [mode for mode in MODES if mode in results]
@@ -119,7 +119,7 @@ def report(inprocess: dict, results: dict, extras: dict, skipped: dict[str, str]
         name = label if label in REFERENCES else f"leapp, {label}"
         print(
             f"    {name:<50} {timings(result)}   {result['sustained']:>5} Hz"
-            f"{cpu(result):>32}{notes(result)}"
+            f"{cpu(result):>32}, {100 * result['loss']:5.2f} %{notes(result)}"
         )
     checked = [results[label]["checked"] for label in REFERENCES if label in results]
     if checked:

@@ -36,7 +36,8 @@ between them) so that the noise of a shared machine hits all alike. Then, one gr
 each started again alone (as a robot runs one graph, without the others' idle timers and
 discovery traffic): the CPU time spent per answer while the client feeds it at 500 Hz for
 ``--seconds`` (this process, the client and the nodes composed into it, plus every process it
-started: all threads, the middleware's included; each process's CPU clock), and after that
+started: all threads, the middleware's included; each process's CPU clock) and the inputs
+left unanswered in that time (information), and after that
 (not right after an overload) the sustained rate: each rate step (``--seconds``) is tried up
 to three times and holds once a try loses < 1 % (the machine's noise only adds losses). The
 CPU figure is the mean of two such passes, the second over the graphs in reverse order so that
@@ -323,7 +324,7 @@ def measure_defaults(path: Path, spec, args, skip: set[str]) -> tuple[dict, dict
             }
             for label, client in clients.items()
         }
-    cpu: dict[str, list[float]] = {label: [] for label in subjects}
+    cpu: dict[str, list[tuple[float, float]]] = {label: [] for label in subjects}
     for label, enter in subjects.items():  # a robot runs one graph: the others would be noise
         with enter(namespace_of(label)) as client:  # CPU first: not after the rate's overload
             cpu[label].append(client.cpu_per_answer_us(CPU_RATE_HZ, args.seconds))
@@ -331,8 +332,9 @@ def measure_defaults(path: Path, spec, args, skip: set[str]) -> tuple[dict, dict
     for label, enter in reversed(subjects.items()):  # in reverse: a drift cancels in the mean
         with enter(namespace_of(label)) as client:
             cpu[label].append(client.cpu_per_answer_us(CPU_RATE_HZ, args.seconds))
-    for label, values in cpu.items():
-        results[label]["cpu"] = sum(values) / len(values)
+    for label, runs in cpu.items():
+        results[label]["cpu"] = sum(us for us, _ in runs) / len(runs)
+        results[label]["loss"] = sum(loss for _, loss in runs) / len(runs)
     return inprocess, results
 
 
@@ -342,7 +344,7 @@ def measure_extra(spec, label: str, setting: str, cpu_latency_us: int, pin: bool
     with enter(namespace_of(label, setting)) as client:
         client.sample(args.samples)
         answers = client.answers_per_pair()
-        cpu = client.cpu_per_answer_us(CPU_RATE_HZ, args.seconds)
+        cpu, loss = client.cpu_per_answer_us(CPU_RATE_HZ, args.seconds)
         sustained = client.sustained_hz(args.seconds)
     return {
         "timing": percentiles(client.times),
@@ -350,6 +352,7 @@ def measure_extra(spec, label: str, setting: str, cpu_latency_us: int, pin: bool
         "answers": answers,
         "sustained": sustained,
         "cpu": cpu,
+        "loss": loss,
     }
 
 

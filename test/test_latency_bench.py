@@ -40,6 +40,7 @@ def result(median: float, cpu: float = 300.0, sustained: int = 1000, answers=1.0
         "sustained": sustained,
         "cpu": cpu,
         "checked": 0.0,
+        "loss": 0.001,
     }
 
 
@@ -132,6 +133,7 @@ def test_report_prints_each_verdict_with_figures_and_the_raw_ratios_beside(capsy
     assert "raw CDR: 0.78x" in printed  # CPU 280 / 360
     assert "9 of 12 verdicts PASS" in printed
     assert "floor" not in printed
+    assert re.search(r"leapp, composed .* 280 us,  0\.10 %$", printed, re.M), printed
 
 
 def test_every_mode_has_a_latency_limit_and_both_references():
