@@ -1,4 +1,4 @@
-"""Plain rclpy echo nodes of a pipeline's shape: the reference bench/ros_latency.py measures.
+"""Plain rclpy echo nodes of a pipeline's shape: the topics the benches' reference graphs use.
 
 An echo node subscribes to one ``Float32MultiArray`` topic per input and, once each of them
 has a new message, publishes one ``Float32MultiArray`` of its output's size (zeros, from one
@@ -6,7 +6,8 @@ preallocated message): the plumbing of a pipeline node without the model. The to
 sizes and QoS are those of the leapp graph (:func:`leapp_ros.plan.pipeline.make_plan`: publishers
 reliable, subscriptions best effort, depth 1), the executor the one leapp's nodes use
 (:func:`leapp_ros.node.executor.make_executor`), so the difference between the two graphs is
-leapp's own cost and the model calls.
+leapp's own cost and the model calls. bench/hand_written_nodes.py's nodes take their topics
+from these and add the model calls; bench/ros_latency.py runs those (no echo graph of its own).
 
 - :func:`chain_of`: one echo node per pipeline node, wired like the pipeline;
 - :func:`hop_of`: one echo node from the pipeline's external inputs to its last output
