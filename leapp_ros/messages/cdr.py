@@ -163,9 +163,7 @@ def _read(buffer: bytes, at: int, fields: Layout, little: bool) -> tuple[Fields,
         if kind in ("basic", "array", "sequence"):
             size = struct.calcsize(code)
             if kind == "sequence":
-                at += -(at - _HEADER) % 4
-                (count,) = u32(buffer, at)
-                at += 4
+                count, at = _read_count(buffer, at, u32)
                 if not count:  # an empty sequence is its count alone: no padding after it
                     values[name] = np.empty(0, order + code)
                     continue
@@ -184,9 +182,7 @@ def _read(buffer: bytes, at: int, fields: Layout, little: bool) -> tuple[Fields,
                 values[name], at = _read_string(buffer, at, u32)
                 continue
             if count is None:
-                at += -(at - _HEADER) % 4
-                (count,) = u32(buffer, at)
-                at += 4
+                count, at = _read_count(buffer, at, u32)
             strings = []
             for _ in range(_bounded(count, buffer, at)):
                 text, at = _read_string(buffer, at, u32)
@@ -198,15 +194,20 @@ def _read(buffer: bytes, at: int, fields: Layout, little: bool) -> tuple[Fields,
                 values[name], at = _read(buffer, at, nested, little)
                 continue
             if count is None:
-                at += -(at - _HEADER) % 4
-                (count,) = u32(buffer, at)
-                at += 4
+                count, at = _read_count(buffer, at, u32)
             items = []
             for _ in range(_bounded(count, buffer, at)):
                 item, at = _read(buffer, at, nested, little)
                 items.append(item)
             values[name] = items
     return Fields(**values), at
+
+
+def _read_count(buffer: bytes, at: int, u32: Any) -> tuple[int, int]:
+    """A sequence's element count (a ``uint32`` aligned to 4) and where its elements start."""
+    at += -(at - _HEADER) % 4
+    (count,) = u32(buffer, at)
+    return count, at + 4
 
 
 def _bounded(count: int, buffer: bytes, at: int) -> int:
