@@ -94,28 +94,55 @@ class Inputs:
         self.inbox, self._end = subscription(
             graph, f"{NAMESPACE}/policy/action", Float32MultiArray
         )
+        self._late = None  # the answer of a pair sent twice by the last step
 
     def commands(self):
         return [torch.tensor(list(message.data)) for message in self.inbox]
 
-    def send(self):
-        """One random pair; its eager action, clamped into the limits."""
-        state, velocity = torch.randn(6) * 3, torch.randn(3) * 3
+    def send(self, values=None):
+        """One random pair (or ``values``, a pair sent before); its eager action, clamped into
+        the limits."""
+        state, velocity = values or (torch.randn(6) * 3, torch.randn(3) * 3)
+        self.last_sent = (state, velocity)
         for publisher, value in zip(self.publishers, (state, velocity), strict=True):
             publisher.publish(floats(value.tolist()))
         _, action = eager_seed(self.seed, state, velocity)
         return action.clamp(-LIMIT, LIMIT)
 
-    def step(self):
+    def step(self, timeout_s=15.0, resend_s=2.0):
         """One pair, answered like eager PyTorch (clamped): returns the command. Safe actions
-        may come before it (the watchdog of a graph left idle), never a wrong command."""
+        may come before it (the watchdog of a graph left idle), never a wrong command.
+
+        A pair not answered within ``resend_s`` is published again, the same values: the
+        subscriptions are best effort, and a publisher's first message can be lost while the
+        node's reader has not yet matched it (discovery completes on each side on its own). A
+        duplicate answer that arrives late is skipped by the next step, which knows it.
+        """
         before = len(self.inbox)
         expected = self.send()
+        pair = self.last_sent
+        stale, self._late = self._late, None
 
         def answered():
-            return [c for c in self.commands()[before:] if not is_safe(c)][:1]
+            fresh = [c for c in self.commands()[before:] if not is_safe(c)]
+            if stale is not None:
+                fresh = [c for c in fresh if not torch.allclose(c, stale, rtol=1e-5, atol=1e-5)]
+            return fresh[:1]
 
-        (command,) = self.graph.probe.spin_until(answered, 10, "a command")
+        deadline = time.monotonic() + timeout_s
+        while True:
+            resend_at = min(deadline, time.monotonic() + resend_s)
+            self.graph.probe.spin_until(
+                lambda at=resend_at: answered() or time.monotonic() > at, resend_s + 5, "a command"
+            )
+            if answered():
+                break
+            assert time.monotonic() < deadline, (
+                f"timed out after {timeout_s} s waiting for a command"
+            )
+            self.send(pair)
+            self._late = expected  # its answer may come after this step's
+        (command,) = answered()
         torch.testing.assert_close(command, expected, rtol=1e-5, atol=1e-5)
         return command
 
