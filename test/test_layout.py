@@ -44,7 +44,9 @@ ROS_LAYERS = (
     ("leapp_ros.messages",),  # tensors to ROS messages and back
     ("leapp_ros.node",),  # the ROS nodes: one pipeline node, the fused node, their data path
     ("leapp_ros.run",),  # processes of a graph: runner, supervisor, component container
+    ("leapp_ros.bag",),  # rosbag2 folders: read, written, recorded, as ticks of a pipeline
     ("leapp_ros.testing",),  # a live graph driven over its topics, from pytest or a script
+    ("leapp_ros.sim",),  # a MuJoCo robot in the loop of a live graph
     ("leapp_ros.tools",),  # the leapp-ros command: generate, verify, inspect, run
     ("leapp_ros",),
 )

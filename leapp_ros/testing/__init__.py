@@ -38,6 +38,11 @@ What :class:`GraphUnderTest` does:
   /pipe/policy/action within 5.0 s; received: /pipe/preprocess/obs (1)``. In a pipeline with
   feedback between nodes, a step also gives the fed-back values ``feedback_settle_s`` to reach
   their consumers. Steps are meant for nodes that fire on their inputs (the default).
+- **Recorded data.** :meth:`GraphUnderTest.replay` sends a rosbag2 folder's input messages
+  tick by tick, as recorded (a robot's JointState with its joints in any order), and compares
+  every published tensor with ``leapp.Pipeline`` on the same inputs, or with the outputs
+  recorded in the bag (``against="recorded"``): a :class:`~leapp_ros.testing.replay.ReplayReport`
+  (:mod:`leapp_ros.testing.replay`). :meth:`GraphUnderTest.send` publishes prebuilt messages.
 - **Inspection.** :meth:`~GraphUnderTest.expect_topics` compares the live ROS graph (rclpy
   graph API) with the plan: topic names, types, publishing and subscribing nodes, and the
   shape of the messages received; :meth:`~GraphUnderTest.status` has each node's latest

@@ -235,16 +235,45 @@ class GraphUnderTest:
                 nodes hold is unknown afterwards: start a new graph).
             GraphAssertionError: a node died.
         """
-        messages = self._messages(inputs)
-        awaited = self._awaited(inputs) if outputs is None else self._checked(outputs)
+        messages = {topic: message for topic, (_, message) in self._messages(inputs).items()}
+        awaited = self._awaited(inputs) if outputs is None else outputs
+        return self.send(messages, outputs=awaited, timeout_s=timeout_s)
+
+    def send(
+        self,
+        messages: Mapping[str, Any],
+        *,
+        outputs: Iterable[str],
+        timeout_s: float | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """:meth:`step` with messages already made: ``{absolute input topic: rclpy message or
+        its CDR bytes}`` (a recorded message, joints in any order), waiting for ``outputs``.
+        Raises as :meth:`step` does (PipelineError: a topic is no external input topic)."""
+        publishers = {topic: publisher for topic, _, publisher in self._inputs.values()}
+        unknown = sorted(set(messages) - set(publishers))
+        if unknown:
+            raise PipelineError(
+                f"{', '.join(unknown)}: no external input topic of pipeline {self.plan.name!r}; "
+                f"its input topics are {', '.join(sorted(publishers))}"
+            )
+        awaited = self._checked(outputs)
         before = {key: len(inbox) for key, (_, _, inbox) in self._outputs.items()}
-        for publisher, message in messages.values():
+        prepared = {topic: (publishers[topic], message) for topic, message in messages.items()}
+        for publisher, message in prepared.values():
             publisher.publish(message)
+        given = {key for key, (topic, _, _) in self._inputs.items() if topic in messages}
         timeout_s = self.step_timeout_s if timeout_s is None else timeout_s
-        self._wait(awaited, before, timeout_s, messages, set(inputs))
+        self._wait(awaited, before, timeout_s, prepared, given)
         if self._feedback and self.feedback_settle_s > 0:
             self.probe.spin_for(self.feedback_settle_s)
         return {key: self.latest(key) for key in awaited}
+
+    def replay(self, bag: str | os.PathLike[str], **options: Any) -> Any:
+        """Replay a bag through the graph and compare: :func:`leapp_ros.testing.replay.replay`
+        (its options), a :class:`~leapp_ros.testing.replay.ReplayReport`."""
+        from leapp_ros.testing.replay import replay
+
+        return replay(self, bag, **options)
 
     def wait_for(self, outputs: Iterable[str], *, timeout_s: float | None = None) -> None:
         """Spin until every output in ``outputs`` (``"node/port"``) got a new message.

@@ -27,6 +27,9 @@ as ``run``: one ``_add_<name>`` function each::
     leapp-ros generate exports/torch_pipeline --out ros2_ws/src   # a ROS 2 package
     leapp-ros verify exports/torch_pipeline [--composed|--fused]  # replay the examples
     leapp-ros verify exports/nvidia_export --ticks 50 --seed 3    # no examples: random inputs
+    leapp-ros verify exports/robot_policy --bag robot_run         # a recorded bag
+    leapp-ros record exports/torch_pipeline --out run             # a bag of the running graph
+    leapp-ros sim exports/robot_policy --mjcf robot.xml --map sim_map.yaml  # MuJoCo in the loop
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ from leapp.errors import LeappError
 from leapp_ros.plan.selection import node_names
 from leapp_ros.run.processes import LOG_LEVELS
 from leapp_ros.run.runner import EXIT_USAGE, make_graph, serve
+from leapp_ros.tools.bag_verification import add_bag_arguments, verify_bag_command
+from leapp_ros.tools.record_command import add_record
+from leapp_ros.tools.sim_command import add_sim
 
 __all__ = ["build_parser", "main"]
 
@@ -61,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_inspect(commands)
     _add_generate(commands)
     _add_verify(commands)
+    add_record(commands)
+    add_sim(commands)
     return parser
 
 
@@ -333,6 +341,7 @@ def _add_verify(commands: argparse._SubParsersAction) -> None:
     verify.add_argument(
         "--seed", type=int, default=0, help="seed of the random inputs (0); the report names it"
     )
+    add_bag_arguments(verify)
     verify.set_defaults(handler=_verify)
 
 
@@ -346,6 +355,8 @@ def _positive_int(text: str) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from leapp_ros.tools.verification import verify
 
+    if args.bag is not None:
+        return verify_bag_command(args)
     report = verify(
         args.export,
         rtol=args.rtol,

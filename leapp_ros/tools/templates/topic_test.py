@@ -1,8 +1,9 @@
 """``test/test_<pipeline>_topics.py`` of a generated package: a launch_testing test that starts
 the graph (both launch files), replays the values recorded while the pipeline was traced over
 its topics (or, for an export without recorded examples, seeded random inputs also run through
-leapp.Pipeline in the test) and compares every tensor the nodes publish. It skips, with a
-reason, where launch_testing is not installed."""
+leapp.Pipeline in the test, or a recorded bag named by ``LEAPP_REPLAY_BAG``) and compares
+every tensor the nodes publish. It skips, with a reason, where launch_testing is not
+installed."""
 
 from __future__ import annotations
 
@@ -38,6 +39,14 @@ On a ROS 2 install, after ``colcon build --packages-select @PACKAGE@`` and
     colcon test --packages-select @PACKAGE@ --event-handlers console_direct+
     colcon test-result --verbose
     launch_test src/@PACKAGE@/test/@TEST_FILE@
+
+To replay a recorded rosbag2 folder instead (``leapp-ros record``, or a robot's own bag with
+its topics mapped by ``FROM:=TO`` rules as ``leapp-ros verify --remap`` takes them), and
+compare every published tensor with leapp.Pipeline on the bag's inputs::
+
+    export LEAPP_REPLAY_BAG=/path/to/bag   # and, comma separated, its topic remaps:
+    export LEAPP_REPLAY_REMAPS=preprocess/joint_states:=/joint_states
+    colcon test --packages-select @PACKAGE@
 
 It runs once per launch file (one process per node, composed, and fused). Every process, and this
 test's own node, stays on this machine (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST, and
@@ -84,6 +93,8 @@ TIMEOUT_S = 60.0  # for the graph to be ready, and for each tick's outputs
 RESEND_S = 2.0
 RTOL, ATOL = 1e-3, 1e-5  # as leapp's export validation
 TICKS, SEED = 20, 0  # random inputs, for an export without recorded examples
+BAG = os.environ.get("LEAPP_REPLAY_BAG")  # a recorded rosbag2 folder to replay instead
+REMAPS = [rule for rule in os.environ.get("LEAPP_REPLAY_REMAPS", "").split(",") if rule]
 
 # Keep DDS on this machine, for the graph and for this test's own node. Humble predates
 # ROS_AUTOMATIC_DISCOVERY_RANGE and reads ROS_LOCALHOST_ONLY instead.
@@ -116,8 +127,17 @@ class TestTopics(unittest.TestCase):
             replay.wait_ready()
             replay.spin_until(lambda: not replay.missing_topics(), "every planned topic")
 
+    def test_every_published_tensor_matches_leapp_pipeline_on_a_recorded_bag(self):
+        if not BAG:
+            self.skipTest("no bag to replay: set LEAPP_REPLAY_BAG to a rosbag2 folder")
+        with Replay() as replay:
+            replay.wait_ready()
+            replay.replay_bag()
+
     def test_every_published_tensor_matches_leapp_pipeline_on_random_inputs(self):
         with Replay() as replay:
+            if BAG:
+                self.skipTest("a bag is replayed instead (LEAPP_REPLAY_BAG)")
             if replay.samples is not None:  # state and feedback allow one replay per launch
                 self.skipTest("the export has recorded examples: the next test replays them")
             replay.wait_ready()
@@ -125,6 +145,8 @@ class TestTopics(unittest.TestCase):
 
     def test_every_published_tensor_matches_the_traced_examples(self):
         with Replay() as replay:
+            if BAG:
+                self.skipTest("a bag is replayed instead (LEAPP_REPLAY_BAG)")
             if replay.samples is None:
                 self.skipTest("the export has no examples file to replay")
             replay.wait_ready()
@@ -235,6 +257,22 @@ class Replay:
             len(ticks),
             lambda tick, node, port: ticks[tick].inputs[f"{node}/{port}"],
             lambda tick, node, port: ticks[tick].outputs[f"{node}/{port}"],
+        )
+
+    def replay_bag(self):
+        """Publish the ticks of external inputs in BAG (leapp_ros.bag.bag_ticks: a tick is a
+        new message on every input topic; joints picked by name), wait for every output, and
+        compare with leapp.Pipeline run here on the same inputs from the initial state."""
+        from leapp_ros.bag.bag_ticks import load_ticks
+        from leapp_ros.testing.replay import pipeline_reference
+
+        bag = load_ticks(self.plan, BAG, REMAPS)
+        expected = pipeline_reference(self.spec.path, bag)
+        self._replay(
+            _driven_nodes(self.plan),
+            len(bag.ticks),
+            lambda tick, node, port: bag.ticks[tick].inputs[f"{node}/{port}"],
+            lambda tick, node, port: expected[tick][f"{node}/{port}"],
         )
 
     def _replay(self, driven, count, given, expected):

@@ -1,0 +1,256 @@
+"""The closed loop of ``leapp-ros sim``: a MuJoCo robot driven by the live graph in lockstep,
+and the same loop driven by :class:`leapp.Pipeline`.
+
+Each control tick, in both loops: the robot's sensor messages are made
+(:meth:`~leapp_ros.sim.mujoco_robot.SimulatedRobot.sensor_messages`), the controller answers
+with the command, the robot applies it for ``decimation`` physics steps. The graph loop sends
+the messages over the graph's topics (:class:`~leapp_ros.testing.GraphUnderTest`, isolated on
+this machine, in any mode) and waits for every output they drive; the eager loop decodes the
+same bytes as the nodes do and calls ``Pipeline.step``. The two robots start alike, so the
+commands of the two loops must be equal tick by tick; :class:`SimReport` has the largest
+difference (and its tick), the falls of each loop (the map's height or tilt rule), how well
+the base tracked ``command_velocity`` and the joints their targets. The graph loop's messages
+(the inputs and every output) go into a bag, stamped from the start time plus simulated time,
+and :meth:`SimReport.plot` draws the command difference over simulated time.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from leapp_ros.bag.bag_file import BagWriter
+from leapp_ros.bag.bag_ticks import as_tensor, input_readers
+from leapp_ros.messages.topic_io import OutputWriter
+from leapp_ros.plan.pipeline import PUBLISHER_QOS, PipelinePlan, QosPlan
+from leapp_ros.sim.mujoco_robot import SimulatedRobot, TickState
+from leapp_ros.sim.sim_map import SimMap
+from leapp_ros.testing.failures import GraphAssertionError
+from leapp_ros.testing.topics import driven_outputs
+
+__all__ = ["LoopRecord", "SimReport", "run_eager", "run_graph", "simulate"]
+
+_HARNESS_QOS = QosPlan("reliable", depth=10)  # what GraphUnderTest publishes inputs with
+
+
+@dataclass(frozen=True)
+class LoopRecord:
+    """One loop: per tick the command (the command output's values) and the state after it."""
+
+    commands: tuple[np.ndarray, ...]
+    states: tuple[TickState, ...]
+    sim_map: SimMap
+
+    def _fallen(self) -> list[bool]:
+        return [self.sim_map.fall.fallen(s.height, s.tilt_deg) for s in self.states]
+
+    @property
+    def falls(self) -> int:
+        """How many times the base went from up to fallen."""
+        fallen = self._fallen()
+        return sum(
+            now and not before for before, now in zip([False, *fallen], fallen, strict=False)
+        )
+
+    @property
+    def fell_at_s(self) -> float | None:
+        fallen = self._fallen()
+        return next((s.time_s for s, f in zip(self.states, fallen, strict=True) if f), None)
+
+    def mean(self, field: str) -> float | None:
+        values = [getattr(s, field) for s in self.states if getattr(s, field) is not None]
+        return float(np.mean(values)) if values else None
+
+    def describe(self) -> str:
+        parts = [f"{len(self.states)} ticks", f"{self.falls} fall(s)"]
+        if self.fell_at_s is not None:
+            parts[-1] += f" (first at {self.fell_at_s:.3f} s)"
+        if self.states:
+            parts.append(f"lowest base {min(s.height for s in self.states):.3f} m")
+            parts.append(f"largest tilt {max(s.tilt_deg for s in self.states):.1f} deg")
+        for field, text in (("velocity_error", "velocity tracking error"),
+                            ("joint_error", "joint target error")):  # fmt: skip
+            mean = self.mean(field)
+            if mean is not None:
+                parts.append(f"mean {text} {mean:.4g}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class SimReport:
+    """The outcome of :func:`simulate`; ``stopped`` says why the graph loop ended early."""
+
+    namespace: str
+    mode: str
+    command: str
+    ticks: int
+    graph: LoopRecord
+    eager: LoopRecord
+    largest_difference: float
+    where: int | None
+    tolerance: float
+    bag: Path | None
+    stopped: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The graph loop ran every tick, equal to the eager loop, and never fell."""
+        return (
+            self.stopped is None
+            and len(self.graph.commands) == self.ticks
+            and self.largest_difference <= self.tolerance
+            and self.graph.falls == 0
+        )
+
+    def differences(self) -> list[tuple[float, float]]:
+        """``(simulated time, largest |graph - eager|)`` of every tick both loops ran."""
+        pairs = zip(self.graph.commands, self.eager.commands, self.graph.states, strict=False)
+        return [(s.time_s, float(np.abs(g - e).max(initial=0.0))) for g, e, s in pairs]
+
+    def format(self) -> str:
+        where = "" if self.where is None else f" (tick {self.where})"
+        lines = [
+            f"leapp-ros sim: {self.namespace} ({self.mode}), command {self.command}, "
+            f"{self.ticks} ticks",
+            f"  graph loop: {self.graph.describe()}",
+            f"  eager loop (leapp.Pipeline): {self.eager.describe()}",
+            f"  largest command difference, graph - eager: {self.largest_difference:.3g}{where}"
+            f" (tolerance {self.tolerance:g})",
+        ]
+        if self.bag is not None:
+            lines.append(f"  bag of the graph loop: {self.bag}")
+        if self.stopped:
+            lines.append(f"  stopped after {len(self.graph.commands)} ticks: {self.stopped}")
+        problems = []
+        if self.largest_difference > self.tolerance:
+            problems.append("the graph's commands differ from leapp.Pipeline's")
+        if self.graph.falls:
+            problems.append("the robot fell")
+        if self.stopped or len(self.graph.commands) < self.ticks:
+            problems.append("the graph loop did not finish")
+        lines.append("sim FAILED: " + "; ".join(problems) if problems else "sim passed")
+        return "\n".join(lines)
+
+    def plot(self, path: str | os.PathLike[str]) -> Path:
+        """The command difference per tick over simulated time, as a PNG (needs Pillow)."""
+        from leapp_ros.bag.deviation_plot import write_deviation_plot
+
+        return write_deviation_plot(
+            path,
+            {f"{self.command}: graph - eager": self.differences()},
+            title=f"leapp-ros sim {self.namespace} ({self.mode}): falls graph {self.graph.falls}"
+            f", eager {self.eager.falls}; dashed: tolerance {self.tolerance:g}",
+            x_label="simulated time (s)",
+            tolerance=self.tolerance,
+        )
+
+
+def _external_keys(plan: PipelinePlan) -> list[str]:
+    return [f"{n.name}/{p.port}" for n in plan.nodes for p in n.inputs if p.kind == "external"]
+
+
+def run_eager(plan: PipelinePlan, mjcf: str | os.PathLike[str], sim_map: SimMap) -> LoopRecord:
+    """The loop with :class:`leapp.Pipeline` as the controller."""
+    from leapp import spec as spec_module
+    from leapp.run.pipeline import Pipeline
+
+    robot = SimulatedRobot(mjcf, sim_map, plan)
+    pipeline = Pipeline(spec_module.load(plan.spec_path))
+    readers = input_readers(plan)
+    commands, states = [], []
+    for _ in range(sim_map.ticks):
+        inputs = {}
+        for topic, data in robot.sensor_messages().items():
+            node, reader = readers[topic]
+            for position, value in zip(reader.indices, reader.read_raw(data), strict=True):
+                inputs[f"{node.name}/{node.inputs[position].port}"] = as_tensor(value)
+        command = pipeline.step(inputs)[robot.command_key].numpy().copy()
+        commands.append(command)
+        states.append(robot.act(command))
+    return LoopRecord(tuple(commands), tuple(states), sim_map)
+
+
+def run_graph(
+    graph: object,
+    plan: PipelinePlan,
+    mjcf: str | os.PathLike[str],
+    sim_map: SimMap,
+    bag: BagWriter | None = None,
+) -> tuple[LoopRecord, str | None]:
+    """The loop with the started ``graph`` (a GraphUnderTest) as the controller; the record
+    and why it stopped early (None: it ran every tick)."""
+    robot = SimulatedRobot(mjcf, sim_map, plan)
+    awaited = driven_outputs(plan, _external_keys(plan))
+    writers = {key: OutputWriter(plan.node(key.split("/")[0]).output(key.split("/")[1]),
+                                 raw=True) for key in awaited}  # fmt: skip
+    if bag is not None:
+        for topic, kind in robot.topics.items():
+            bag.add_topic(topic, kind, [_HARNESS_QOS])
+        for key, writer in writers.items():
+            bag.add_topic(plan.resolve(key), writer.port.message_type, [PUBLISHER_QOS])
+    commands, states, stopped = [], [], None
+    start_ns = time.time_ns()
+    try:
+        for _ in range(sim_map.ticks):
+            stamp = start_ns + round(robot.time_s * 1e9)
+            messages = robot.sensor_messages()
+            published = graph.send(messages, outputs=awaited)  # type: ignore[attr-defined]
+            if bag is not None:
+                for topic, data in messages.items():
+                    bag.write(topic, stamp, data)
+                for key, writer in writers.items():
+                    bag.write(plan.resolve(key), stamp + 1000, bytes(writer.write(published[key])))
+            command = published[robot.command_key].numpy().copy()
+            commands.append(command)
+            states.append(robot.act(command))
+    except GraphAssertionError as e:  # a timeout, a node that died
+        stopped = str(e)
+    return LoopRecord(tuple(commands), tuple(states), sim_map), stopped
+
+
+def simulate(
+    plan: PipelinePlan,
+    mjcf: str | os.PathLike[str],
+    sim_map: SimMap,
+    *,
+    mode: str = "processes",
+    tolerance: float = 1e-5,
+    bag: str | os.PathLike[str] | None = None,
+    timeout_s: float = 10.0,
+    startup_timeout_s: float = 60.0,
+) -> SimReport:
+    """Both loops for ``plan``'s graph in ``mode`` (a name of :data:`leapp_ros.testing.MODES`),
+    the graph loop's messages into the new bag ``bag``.
+
+    Raises:
+        SimMapError, BagError, DependencyError: before anything starts.
+    """
+    from leapp_ros.testing import MODES, GraphUnderTest
+
+    command = plan.resolve(SimulatedRobot(mjcf, sim_map, plan).command_key)  # every check
+    writer = BagWriter(bag) if bag is not None else None
+    try:
+        eager = run_eager(plan, mjcf, sim_map)
+        graph = GraphUnderTest(plan, timeout_s=startup_timeout_s, step_timeout_s=timeout_s,
+                               **MODES[mode])  # fmt: skip
+        try:
+            graph.start()
+            record, stopped = run_graph(graph, plan, mjcf, sim_map, writer)
+        except GraphAssertionError as e:
+            record, stopped = LoopRecord((), (), sim_map), str(e)
+        finally:
+            graph.close(check=False)
+    finally:
+        if writer is not None:
+            writer.close()
+    differences = [float(np.abs(g - e).max(initial=0.0))
+                   for g, e in zip(record.commands, eager.commands, strict=False)]  # fmt: skip
+    largest = max(differences, default=0.0)
+    where = int(np.argmax(differences)) if differences else None
+    names = {"processes": "one process per node", "composed": "composed", "fused": "fused"}
+    return SimReport(plan.namespace, names[mode], command, sim_map.ticks, record, eager, largest,
+                     where, tolerance, None if bag is None else Path(bag), stopped)  # fmt: skip

@@ -1,0 +1,209 @@
+"""The map between a MuJoCo model and a pipeline's graph, for ``leapp-ros sim``: a YAML file.
+
+::
+
+    decimation: 4            # physics steps per control tick (the MJCF's timestep each)
+    ticks: 200               # control ticks per run
+    base: torso              # the robot's base body: falls, command tracking, the Imu
+    joints: [hip, knee]      # MJCF joints in the JointState (default: every hinge and slide)
+    initial: {hip: 0.1}      # initial joint positions (rad or m; default: the model's)
+    imu: torso               # the body whose angular velocity and orientation the Imu carries
+    command_velocity: [0.5, 0.0, 0.2]   # the commanded Twist: linear x, y, angular z (or 6)
+    command:
+      topic: policy/joint_targets       # default: the graph's one joint target output
+      mode: position         # position targets through PD gains, or torque
+      kp: 40.0               # one number, or one per commanded joint
+      kd: 2.0
+      torque_limit: 50.0     # optional, N m (or N) per joint
+    fall:
+      min_height: 0.3        # m: the base below this height is a fall
+      max_tilt_deg: 60       # the base's z axis this far from the world's is a fall
+
+Every key but ``command`` is optional. What is published each tick follows from the graph's
+input topics: a ``sensor_msgs/JointState`` topic gets the joints' positions and velocities
+(and the last torques as effort) under their MJCF names, a ``sensor_msgs/Imu`` topic the
+``imu`` body's angular velocity (in the body frame), orientation and proper acceleration, a
+``geometry_msgs/Twist`` (or ``TwistStamped``) topic ``command_velocity``. :func:`load_map`
+checks the file against the model and the plan together and raises :class:`SimMapError`
+naming the key, joint, body or topic that does not fit, and what to write instead.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from leapp.errors import LeappError
+
+__all__ = ["CommandMap", "FallRule", "SimMap", "SimMapError", "load_map", "parse_map"]
+
+_KEYS = {"decimation", "ticks", "base", "joints", "initial", "imu", "command_velocity",
+         "command", "fall"}  # fmt: skip
+_COMMAND_KEYS = {"topic", "mode", "kp", "kd", "torque_limit"}
+_FALL_KEYS = {"min_height", "max_tilt_deg"}
+MODES = ("position", "torque")
+
+
+class SimMapError(LeappError):
+    """A simulation map that does not fit its file's schema, the model or the graph."""
+
+
+@dataclass(frozen=True)
+class CommandMap:
+    """How the command output moves the joints: ``mode`` ``position`` (``kp`` / ``kd``, one
+    per joint) or ``torque``; ``topic`` relative to the namespace (empty: find it)."""
+
+    topic: str
+    mode: str
+    kp: tuple[float, ...] | float
+    kd: tuple[float, ...] | float
+    torque_limit: tuple[float, ...] | float | None
+
+
+@dataclass(frozen=True)
+class FallRule:
+    """When the base has fallen: lower than ``min_height`` or tilted more than ``max_tilt_deg``
+    (None: not checked)."""
+
+    min_height: float | None = None
+    max_tilt_deg: float | None = None
+
+    def fallen(self, height: float, tilt_deg: float) -> bool:
+        return (self.min_height is not None and height < self.min_height) or (
+            self.max_tilt_deg is not None and tilt_deg > self.max_tilt_deg
+        )
+
+
+@dataclass(frozen=True)
+class SimMap:
+    """A checked map (see the module documentation); ``path`` for messages."""
+
+    path: Path
+    decimation: int
+    ticks: int
+    base: str
+    joints: tuple[str, ...]
+    initial: Mapping[str, float]
+    imu: str
+    command_velocity: tuple[float, ...]
+    command: CommandMap
+    fall: FallRule
+
+
+def load_map(path: str | os.PathLike[str]) -> SimMap:
+    """The map in the YAML file ``path`` (its schema; the model and the graph are checked
+    when the run is set up).
+
+    Raises:
+        SimMapError: unreadable, not a mapping, unknown keys, values of the wrong kind.
+    """
+    import yaml
+
+    path = Path(path)
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise SimMapError(f"simulation map {path} cannot be read: {e}") from e
+    return parse_map(document, path)
+
+
+def parse_map(document: Any, path: Path) -> SimMap:
+    """:func:`load_map` of an already parsed YAML ``document``."""
+    what = f"simulation map {path}"
+    if not isinstance(document, dict):
+        raise SimMapError(f"{what}: expected a mapping of keys ({', '.join(sorted(_KEYS))})")
+    _unknown(document, _KEYS, what)
+    if "command" not in document:
+        raise SimMapError(f"{what}: no 'command' (at least: command: {{mode: torque}})")
+    command = _mapping(document["command"], f"{what}: command")
+    _unknown(command, _COMMAND_KEYS, f"{what}: command")
+    mode = command.get("mode", "position")
+    if mode not in MODES:
+        raise SimMapError(f"{what}: command.mode is {mode!r}; choose {' or '.join(MODES)}")
+    if mode == "position" and ("kp" not in command or "kd" not in command):
+        raise SimMapError(f"{what}: command.mode position needs the PD gains command.kp and "
+                          "command.kd (a number, or one per commanded joint)")  # fmt: skip
+    fall = _mapping(document.get("fall", {}), f"{what}: fall")
+    _unknown(fall, _FALL_KEYS, f"{what}: fall")
+    joints = document.get("joints", [])
+    if not isinstance(joints, list) or not all(isinstance(j, str) for j in joints):
+        raise SimMapError(f"{what}: joints must be a list of MJCF joint names, got {joints!r}")
+    initial = _mapping(document.get("initial", {}), f"{what}: initial")
+    velocity = document.get("command_velocity", [])
+    if velocity and len(_numbers(velocity, f"{what}: command_velocity")) not in (3, 6):
+        raise SimMapError(f"{what}: command_velocity takes 3 values (linear x, y, angular z) "
+                          f"or 6 (linear, angular), got {velocity!r}")  # fmt: skip
+    base = document.get("base", "")
+    return SimMap(
+        path=path,
+        decimation=_positive_int(document.get("decimation", 1), f"{what}: decimation"),
+        ticks=_positive_int(document.get("ticks", 200), f"{what}: ticks"),
+        base=_name(base, f"{what}: base"),
+        joints=tuple(joints),
+        initial={str(k): _number(v, f"{what}: initial.{k}") for k, v in initial.items()},
+        imu=_name(document.get("imu", base), f"{what}: imu"),
+        command_velocity=tuple(_numbers(velocity, f"{what}: command_velocity")),
+        command=CommandMap(
+            topic=_name(command.get("topic", ""), f"{what}: command.topic"),
+            mode=mode,
+            kp=_gains(command.get("kp", 0.0), f"{what}: command.kp"),
+            kd=_gains(command.get("kd", 0.0), f"{what}: command.kd"),
+            torque_limit=None
+            if command.get("torque_limit") is None
+            else _gains(command["torque_limit"], f"{what}: command.torque_limit"),
+        ),
+        fall=FallRule(
+            min_height=_optional(fall.get("min_height"), f"{what}: fall.min_height"),
+            max_tilt_deg=_optional(fall.get("max_tilt_deg"), f"{what}: fall.max_tilt_deg"),
+        ),
+    )
+
+
+def _unknown(document: Mapping[str, Any], known: set[str], what: str) -> None:
+    unknown = sorted(set(document) - known)
+    if unknown:
+        raise SimMapError(f"{what}: unknown key(s) {unknown}; known: {', '.join(sorted(known))}")
+
+
+def _mapping(value: Any, what: str) -> dict:
+    if not isinstance(value, dict):
+        raise SimMapError(f"{what} must be a mapping, got {value!r}")
+    return value
+
+
+def _name(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise SimMapError(f"{what} must be a name, got {value!r}")
+    return value
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise SimMapError(f"{what} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _numbers(value: Any, what: str) -> list[float]:
+    if not isinstance(value, list):
+        raise SimMapError(f"{what} must be a list of numbers, got {value!r}")
+    return [_number(item, what) for item in value]
+
+
+def _gains(value: Any, what: str) -> tuple[float, ...] | float:
+    if isinstance(value, list):
+        return tuple(_numbers(value, what))
+    return _number(value, what)
+
+
+def _optional(value: Any, what: str) -> float | None:
+    return None if value is None else _number(value, what)
+
+
+def _positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SimMapError(f"{what} must be a positive whole number, got {value!r}")
+    return value

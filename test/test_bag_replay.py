@@ -1,0 +1,340 @@
+"""Recorded data through the live graph: ``leapp-ros record`` writes a complete rosbag2 folder of
+a running graph (ended by SIGINT), which replays through the graph with no mismatch against
+``leapp.Pipeline`` and against its own recorded outputs; ``--against recorded`` catches a graph
+running other weights; a bag written with ``rosbags`` as a robot driver writes it (JointState
+with the joints shuffled and an extra joint, Imu, Twist on the robot's topics) verifies through
+remaps; and truncated or corrupted bags, missing topics, wrong types and bad remaps exit with 2,
+naming the file or topic, before any graph starts."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from robot_support import export_robot
+from ros_support import REPO, export_seed
+
+import leapp
+from leapp import session as session_module
+from leapp_ros.bag.bag_file import BagWriter, read_bag
+from leapp_ros.bag.bag_ticks import load_ticks
+from leapp_ros.run.processes import load_plan
+from leapp_ros.testing import GraphUnderTest, ros_env
+from leapp_ros.tools.cli import main
+
+TICKS = 8
+ROBOT_TICKS = 6
+JOINTS = ["hip_l", "knee_l", "ankle_l", "hip_r", "knee_r", "ankle_r"]
+ROBOT_REMAPS = [
+    "--remap",
+    "preprocess/joint_states:=/joint_states",
+    "--remap",
+    "preprocess/imu:=/imu/data",
+    "--remap",
+    "preprocess/cmd_vel:=/cmd_vel",
+]
+
+
+def wait_for_recorder(graph: GraphUnderTest, timeout_s: float = 30.0) -> None:
+    """Until the recorder subscribes to every data topic of the graph."""
+    deadline = time.monotonic() + timeout_s
+    node = graph.probe.node
+    while True:
+        waiting = [
+            topic
+            for topic, _ in graph.plan.topics()
+            if "leapp_recorder"
+            not in {info.node_name for info in node.get_subscriptions_info_by_topic(topic)}
+        ]
+        if not waiting:
+            break
+        assert time.monotonic() < deadline, f"the recorder never subscribed to {waiting}"
+        graph.spin(0.05)
+    graph.spin(0.5)  # for the graph's publishers to match the recorder too
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """The seed graph (composed) driven for TICKS ticks while ``leapp-ros record`` ran, the
+    recorder's exit code and output, the bag; the graph stays up for the replays."""
+    folder = tmp_path_factory.mktemp("recorded")
+    seed = export_seed(folder)
+    bag = folder / "run"
+    with GraphUnderTest(seed.path, composed=True) as graph:
+        recorder = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "leapp_ros.tools.cli",
+                "record",
+                str(seed.path),
+                "--out",
+                str(bag),
+            ],
+            env=ros_env(graph.domain_id),
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            text=True,
+        )
+        try:
+            wait_for_recorder(graph)
+            generator = torch.Generator().manual_seed(4)
+            for _ in range(TICKS):
+                graph.step(
+                    {
+                        "preprocess/state": torch.randn(6, generator=generator),
+                        "preprocess/velocity": torch.randn(3, generator=generator),
+                    }
+                )
+            graph.spin(0.3)
+            recorder.send_signal(signal.SIGINT)
+            output, _ = recorder.communicate(timeout=30)
+        finally:
+            if recorder.poll() is None:
+                recorder.kill()
+        yield SimpleNamespace(
+            seed=seed, bag=bag, graph=graph, code=recorder.returncode, output=output, folder=folder
+        )
+
+
+def test_the_recorder_ends_on_sigint_with_a_complete_bag_of_every_topic_and_its_qos(recorded):
+    from rosbags.interfaces import QosReliability
+    from rosbags.rosbag2 import Reader
+
+    assert recorded.code == 0, recorded.output
+    assert f"{4 * TICKS} messages on 4 topics" in recorded.output, recorded.output
+    contents = read_bag(recorded.bag)
+    assert contents.types == dict(recorded.graph.plan.topics())
+    for topic in contents.types:
+        assert contents.count(topic) == TICKS, topic
+    with Reader(recorded.bag) as reader:
+        offered = {c.topic: c.ext.offered_qos_profiles for c in reader.connections}
+    for topic, profiles in offered.items():
+        assert profiles and all(p.reliability == QosReliability.RELIABLE for p in profiles), topic
+
+
+def test_a_recorded_bag_replays_with_no_mismatch_against_leapp_pipeline_and_itself(recorded):
+    for against in ("pipeline", "recorded"):
+        report = recorded.graph.replay(recorded.bag, against=against)
+        assert report.ok, report.format()
+        assert report.replayed == report.ticks == TICKS
+        assert {t.key for t in report.topics} == {"preprocess/obs", "policy/action"}
+        assert all(t.compared == TICKS for t in report.topics), report.format()
+
+
+def export_other_weights(folder: Path, seed: SimpleNamespace) -> Path:
+    """The seed pipeline, same name and ports, with the policy's weights drawn from seed 1."""
+    session_module._active = None
+    torch.manual_seed(1)
+    policy = seed.module.Policy().eval()
+    leapp.start(name="torch_pipeline", save_path=folder)
+    seed.module.run_policy(policy, seed.module.preprocess(torch.zeros(6), torch.zeros(3)))
+    leapp.stop()
+    return leapp.compile_graph().path.parent
+
+
+def test_against_recorded_catches_a_graph_running_other_weights(recorded, capsys):
+    other = export_other_weights(recorded.folder / "other", recorded.seed)
+    code = main(
+        ["verify", str(other), "--bag", str(recorded.bag), "--against", "recorded", "--composed"]
+    )
+    printed = capsys.readouterr().out
+    assert code == 1, printed
+    rows = {line.split()[0]: line for line in printed.splitlines() if line.startswith("  /")}
+    assert rows["/torch_pipeline/policy/action"].endswith("FAIL"), printed
+    assert rows["/torch_pipeline/preprocess/obs"].endswith("pass"), printed
+    assert "verify FAILED: 1 of 2 topics failed" in printed
+    plot = recorded.folder / "run_verify.png"
+    assert f"plot: {plot}" in printed and plot.stat().st_size > 1000
+
+
+# --- a bag as a robot driver writes it ------------------------------------------------------
+
+
+def robot_messages(typestore, tick: int, values: dict[str, np.ndarray], order: list[str]):
+    """The JointState (joints in ``order``, plus a joint the policy lacks), Imu and Twist of
+    one tick, as rosbags message objects."""
+    types = typestore.types
+    stamp = types["builtin_interfaces/msg/Time"](sec=tick, nanosec=0)
+    header = types["std_msgs/msg/Header"](stamp=stamp, frame_id="base")
+    vector, quaternion = types["geometry_msgs/msg/Vector3"], types["geometry_msgs/msg/Quaternion"]
+    index = {name: i for i, name in enumerate(JOINTS)}
+    position = [values["q"][index[n]] if n in index else 0.5 for n in order]
+    velocity = [values["qd"][index[n]] if n in index else -0.5 for n in order]
+    joint_state = types["sensor_msgs/msg/JointState"](
+        header=header,
+        name=order,
+        position=np.array(position),
+        velocity=np.array(velocity),
+        effort=np.zeros(0),
+    )
+    w, x, y, z = values["quat"]
+    zeros = np.zeros(9)
+    imu = types["sensor_msgs/msg/Imu"](
+        header=header,
+        orientation=quaternion(x=x, y=y, z=z, w=w),
+        orientation_covariance=zeros,
+        angular_velocity=vector(*values["gyro"]),
+        angular_velocity_covariance=zeros,
+        linear_acceleration=vector(0.0, 0.0, 9.81),
+        linear_acceleration_covariance=zeros,
+    )
+    vx, vy, wz = values["cmd"]
+    twist = types["geometry_msgs/msg/Twist"](linear=vector(vx, vy, 0.0), angular=vector(0, 0, wz))
+    return {"/joint_states": joint_state, "/imu/data": imu, "/cmd_vel": twist}
+
+
+def write_robot_bag(
+    path: Path,
+    ticks: list[dict],
+    *,
+    drop: str | None = None,
+    types: dict[str, str] | None = None,
+    garbage: bool = False,
+) -> Path:
+    """A bag of ``ticks`` on the robot's topics, written with rosbags' own serializer; one
+    extra Imu message before the first tick completes (superseded). ``drop``: a topic left
+    out; ``types``: a topic written as another type; ``garbage``: one JointState is noise."""
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_KILTED)
+    shuffle = random.Random(2)
+    with BagWriter(path) as bag:
+        for tick, values in enumerate(ticks):
+            order = [*JOINTS, "head_yaw"]
+            shuffle.shuffle(order)
+            messages = robot_messages(store, tick, values, order)
+            for offset, (topic, message) in enumerate(messages.items()):
+                if topic == drop:
+                    continue
+                kind = (types or {}).get(topic, message.__msgtype__)
+                data = store.serialize_cdr(message, message.__msgtype__)
+                if kind != message.__msgtype__:  # the same fields in another message type
+                    data = store.serialize_cdr(
+                        store.types[kind](header=messages["/joint_states"].header, twist=message),
+                        kind,
+                    )
+                if garbage and topic == "/joint_states" and tick == 2:
+                    data = bytes(data[:4]) + b"\xff" * 7
+                bag.add_topic(topic, kind)
+                stamp = 10**9 * (tick + 1) + offset * 1000
+                if tick == 0 and topic == "/imu/data":
+                    bag.write(topic, stamp - 500, data)  # superseded by the next one
+                bag.write(topic, stamp, bytes(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def robot(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("robot")
+    generator = np.random.default_rng(7)
+    ticks = []
+    for _ in range(ROBOT_TICKS):
+        quat = generator.normal(size=4)
+        ticks.append(
+            {
+                "q": generator.normal(size=6),
+                "qd": generator.normal(size=6),
+                "gyro": generator.normal(size=3),
+                "quat": quat / np.linalg.norm(quat),
+                "cmd": generator.normal(size=3),
+            }
+        )
+    exported = export_robot(folder)
+    return SimpleNamespace(
+        export=exported,
+        path=exported.path,
+        folder=folder,
+        ticks=ticks,
+        bag=write_robot_bag(folder / "robot_bag", ticks),
+    )
+
+
+def test_a_robot_bag_with_shuffled_joints_is_read_by_joint_name(robot):
+    plan = load_plan(robot.path)
+    remaps = ROBOT_REMAPS[1::2]
+    ticks = load_ticks(plan, robot.bag, remaps)
+    assert len(ticks.ticks) == ROBOT_TICKS and ticks.superseded == 1
+    for tick, values in zip(ticks.ticks, robot.ticks, strict=True):
+        inputs = tick.inputs
+        for port, name in (("joint_pos", "q"), ("joint_vel", "qd"), ("base_quat", "quat")):
+            expected = torch.tensor(values[name], dtype=torch.float32)
+            torch.testing.assert_close(inputs[f"preprocess/{port}"], expected)
+
+
+def test_a_robot_bag_verifies_against_leapp_pipeline_through_remaps(robot, capsys):
+    plot = robot.folder / "robot.png"
+    code = main(
+        [
+            "verify",
+            str(robot.path),
+            "--bag",
+            str(robot.bag),
+            *ROBOT_REMAPS,
+            "--fused",
+            "--plot",
+            str(plot),
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert f"{ROBOT_TICKS} of {ROBOT_TICKS} ticks" in printed, printed
+    assert "1 input message(s) superseded" in printed, printed
+    assert "verify passed" in printed and plot.stat().st_size > 1000
+
+
+# --- bags that do not fit: exit 2 before anything starts ------------------------------------
+
+
+def verify_fails_early(robot, capsys, bag: Path, *extra: str) -> str:
+    started = time.monotonic()
+    code = main(["verify", str(robot.path), "--bag", str(bag), *extra])
+    error = capsys.readouterr().err
+    assert code == 2, error
+    assert time.monotonic() - started < 5, "a graph was started"
+    return error
+
+
+def test_a_truncated_bag_exits_2_naming_its_file(robot, capsys):
+    bag = robot.folder / "truncated"
+    shutil.copytree(robot.bag, bag)
+    storage = next(bag.glob("*.mcap"))
+    storage.write_bytes(storage.read_bytes()[: storage.stat().st_size // 2])
+    error = verify_fails_early(robot, capsys, bag, *ROBOT_REMAPS)
+    assert f"bag {bag} cannot be read, it is truncated or corrupted" in error, error
+
+
+def test_a_corrupted_message_exits_2_naming_its_topic(robot, capsys):
+    bag = write_robot_bag(robot.folder / "garbage", robot.ticks, garbage=True)
+    error = verify_fails_early(robot, capsys, bag, *ROBOT_REMAPS)
+    assert "the message on /joint_states at" in error and "cannot be read" in error, error
+
+
+def test_a_bag_missing_an_input_topic_exits_2_naming_the_topic(robot, capsys):
+    bag = write_robot_bag(robot.folder / "no_twist", robot.ticks, drop="/cmd_vel")
+    error = verify_fails_early(robot, capsys, bag, *ROBOT_REMAPS)
+    assert f"bag {bag} has no topic /cmd_vel (input /robot_policy/preprocess/cmd_vel" in error
+
+
+def test_a_topic_of_another_type_exits_2_naming_both_types(robot, capsys):
+    types = {"/cmd_vel": "geometry_msgs/msg/TwistStamped"}
+    bag = write_robot_bag(robot.folder / "stamped", robot.ticks, types=types)
+    error = verify_fails_early(robot, capsys, bag, *ROBOT_REMAPS)
+    assert "topic /cmd_vel (input /robot_policy/preprocess/cmd_vel) holds " in error, error
+    assert "TwistStamped messages, the graph takes geometry_msgs/msg/Twist" in error, error
+
+
+def test_a_remap_of_no_graph_topic_exits_2(robot, capsys):
+    error = verify_fails_early(robot, capsys, robot.bag, "--remap", "nowhere:=/joint_states")
+    assert "/robot_policy/nowhere is no topic of graph /robot_policy" in error, error
