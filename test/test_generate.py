@@ -426,14 +426,18 @@ def test_generated_topic_test_skips_with_a_reason_without_launch_testing(package
     assert "1 skipped" in done.stdout and "launch_testing is not installed" in done.stdout
 
 
-def replay_installed(site: Path, name: str, test_file: Path, stand_ins: Path) -> str:
-    """Run ``python -m <name>`` from ``site`` and the generated test's replay against it."""
+def replay_installed(
+    site: Path, name: str, test_file: Path, stand_ins: Path, script: str = REPLAY, **variables
+) -> str:
+    """Run ``python -m <name>`` from ``site`` and the generated test's replay (``script``, with
+    the environment ``variables``) against it."""
     with reserve_domain_id() as domain_id:
         env = {**ros_env(domain_id), "PYTHONPATH": str(site), "AMENT_PREFIX_PATH": str(site)}
+        env.update(variables)
         graph = Command([sys.executable, "-m", name], env)
         try:
             graph.wait_for(r"graph ready", timeout_s=60)
-            out = run_python(REPLAY, str(test_file), path=[stand_ins, site], env=env, timeout=90)
+            out = run_python(script, str(test_file), path=[stand_ins, site], env=env, timeout=90)
             graph.process.send_signal(signal.SIGINT)
             assert graph.wait(30) == 0, graph.output
             return out
@@ -444,6 +448,44 @@ def replay_installed(site: Path, name: str, test_file: Path, stand_ins: Path) ->
 def test_installed_package_runs_its_graph_and_the_topic_test_replay_passes(site, stand_ins):
     test_file = site.parent / "source" / "test" / "test_torch_pipeline_topics.py"
     assert "replayed 1 tick(s)" in replay_installed(site, PACKAGE, test_file, stand_ins)
+
+
+REPLAY_BAG = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("topics_test", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+case = module.TestTopics("test_every_published_tensor_matches_leapp_pipeline_on_a_recorded_bag")
+case.test_every_published_tensor_matches_leapp_pipeline_on_a_recorded_bag()
+print("replayed the bag", module.BAG)
+"""
+
+
+def test_the_installed_topic_test_replays_a_bag_named_by_leapp_replay_bag(
+    site, stand_ins, seed_export, tmp_path
+):
+    import numpy as np
+
+    from leapp_ros.bag.bag_file import BagWriter
+    from leapp_ros.messages.multiarray import codec
+    from leapp_ros.messages.raw_multiarray import RawArrayCodec
+    from leapp_ros.run.processes import load_plan
+
+    plan = load_plan(seed_export)
+    bag = tmp_path / "bag"
+    with BagWriter(bag) as writer:
+        for tick in range(3):
+            for port in plan.node("preprocess").inputs:
+                topic = plan.resolve(port.topic)
+                writer.add_topic(topic, port.message_type)
+                value = np.arange(port.shape[0], dtype=np.float32) + tick
+                data = RawArrayCodec(codec(port)).to_bytes(value)
+                writer.write(topic, 10**9 * (tick + 1), data)
+    test_file = site.parent / "source" / "test" / "test_torch_pipeline_topics.py"
+    out = replay_installed(
+        site, PACKAGE, test_file, stand_ins, REPLAY_BAG, LEAPP_REPLAY_BAG=str(bag)
+    )
+    assert f"replayed the bag {bag}" in out
 
 
 def test_recurrent_package_carries_initial_values_and_replays_every_tick_in_order(

@@ -148,6 +148,13 @@ def write_map(folder: Path, name: str, **changes) -> Path:
     return path
 
 
+def sim(pendulum, export: Path, map_path: Path, out: str, *options: str) -> int:
+    """``leapp-ros sim`` of ``export`` on the pendulum with ``map_path``, into ``out``."""
+    folder = str(pendulum.folder / out)
+    return main(["sim", str(export), "--mjcf", str(pendulum.mjcf), "--map", str(map_path),
+                 "--out", folder, *options])  # fmt: skip
+
+
 @pytest.mark.parametrize("mode", ["processes", "composed"])
 def test_the_graph_loop_equals_the_eager_loop_within_1e_5_per_command(pendulum, mode):
     plan = load_plan(pendulum.export)
@@ -161,19 +168,7 @@ def test_the_graph_loop_equals_the_eager_loop_within_1e_5_per_command(pendulum, 
 
 def test_the_sim_command_writes_a_bag_and_a_plot_of_the_fused_run(pendulum, capsys):
     out = pendulum.folder / "fused_run"
-    code = main(
-        [
-            "sim",
-            str(pendulum.export),
-            "--mjcf",
-            str(pendulum.mjcf),
-            "--map",
-            str(pendulum.map),
-            "--fused",
-            "--out",
-            str(out),
-        ]
-    )
+    code = sim(pendulum, pendulum.export, pendulum.map, "fused_run", "--fused")
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "sim passed" in printed and "(fused)" in printed, printed
@@ -186,19 +181,7 @@ def test_the_sim_command_writes_a_bag_and_a_plot_of_the_fused_run(pendulum, caps
 
 
 def test_a_zero_policy_lets_the_robot_fall_and_the_report_says_so(pendulum, capsys):
-    code = main(
-        [
-            "sim",
-            str(pendulum.zero),
-            "--mjcf",
-            str(pendulum.mjcf),
-            "--map",
-            str(pendulum.zero_map),
-            "--composed",
-            "--out",
-            str(pendulum.folder / "zero_run"),
-        ]
-    )
+    code = sim(pendulum, pendulum.zero, pendulum.zero_map, "zero_run", "--composed")
     printed = capsys.readouterr().out
     assert code == 1, printed
     assert "the robot fell" in printed, printed
@@ -231,18 +214,7 @@ def test_a_zero_policy_lets_the_robot_fall_and_the_report_says_so(pendulum, caps
 )
 def test_a_bad_map_exits_2_naming_what_is_wrong(pendulum, capsys, changes, message):
     path = write_map(pendulum.folder, "bad", **changes)
-    code = main(
-        [
-            "sim",
-            str(pendulum.export),
-            "--mjcf",
-            str(pendulum.mjcf),
-            "--map",
-            str(path),
-            "--out",
-            str(pendulum.folder / "never"),
-        ]
-    )
+    code = sim(pendulum, pendulum.export, path, "never")
     error = capsys.readouterr().err
     assert code == 2, error
     assert message in error, error

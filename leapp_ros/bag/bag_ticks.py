@@ -121,7 +121,7 @@ def load_ticks(
     """
     mapping = topic_map(plan, remaps)
     readers = input_readers(plan)
-    contents = bag if isinstance(bag, BagContents) else read_bag(bag)
+    contents = bag if isinstance(bag, BagContents) else read_bag(bag, set(mapping.values()))
     for topic, (_, reader) in readers.items():
         _check_topic(contents, mapping[topic], reader.message_type, f"input {topic}", plan)
     feeding = {mapping[topic]: topic for topic in readers}
@@ -232,7 +232,7 @@ def _recorded_outputs(
         for port in node.outputs:
             key, topic = f"{node.name}/{port.port}", plan.resolve(port.topic)
             bag_topic = mapping[topic]
-            if bag_topic not in contents.types:
+            if bag_topic not in contents.types or not contents.count(bag_topic):
                 unrecorded.append(key)
                 continue
             _check_topic(contents, bag_topic, port.message_type, f"output {topic}", plan)

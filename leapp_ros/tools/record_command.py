@@ -39,7 +39,9 @@ def add_record(commands: argparse._SubParsersAction) -> None:
             "ends it; the bag is complete then."
         ),
     )
-    record.add_argument("export", type=Path, help="export folder, or its <name>.yaml spec")
+    record.add_argument(
+        "export", type=Path, help="export folder or YAML, or a package from 'leapp-ros generate'"
+    )
     record.add_argument("--out", type=Path, required=True, help="the new bag folder")
     record.add_argument(
         "--topics",
@@ -61,8 +63,9 @@ def add_record(commands: argparse._SubParsersAction) -> None:
 def _record(args: argparse.Namespace) -> int:
     from leapp_ros.bag.recorder import record
     from leapp_ros.run.processes import load_plan
+    from leapp_ros.tools.verification import find_export
 
-    plan = load_plan(args.export, args.namespace)
+    plan = load_plan(find_export(args.export), args.namespace)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
                 for sig in (signal.SIGINT, signal.SIGTERM)}  # fmt: skip
