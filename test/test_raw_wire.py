@@ -406,3 +406,33 @@ def test_the_typed_path_answers_where_raw_is_off_or_unavailable(seed, fallback, 
             assert torch.allclose(torch.tensor(actions[-1].data), expected, atol=1e-5)
         finally:
             node.destroy_node()
+
+
+def test_output_stamps_are_the_nodes_ros_time_wall_clock_or_simulated(seed, live):
+    from builtin_interfaces.msg import Time
+    from rclpy.parameter import Parameter
+    from rclpy.time import Time as RosTime
+
+    from leapp_ros.messages.topic_io import WallStamp, now_stamp
+
+    def nanoseconds(stamp):
+        return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+    clock = live.node.get_clock()
+    for raw, kind in ((True, WallStamp), (False, Time)):
+        before = time.time_ns()
+        stamp = now_stamp(clock, raw)
+        after = time.time_ns()
+        assert isinstance(stamp, kind)
+        assert before <= nanoseconds(stamp) <= after
+        assert 0 <= stamp.nanosec < 1_000_000_000
+    simulated = policy_node(seed, live.probe, Parameter("use_sim_time", value=True))
+    try:
+        clock = simulated.get_clock()
+        assert clock.ros_time_is_active
+        clock.set_ros_time_override(RosTime(seconds=42, nanoseconds=7))
+        for raw in (True, False):
+            assert nanoseconds(now_stamp(clock, raw)) == 42_000_000_007
+    finally:
+        live.probe.executor.remove_node(simulated)
+        simulated.destroy_node()

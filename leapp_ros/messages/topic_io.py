@@ -12,9 +12,10 @@ message: the MultiArray (refilling one message per output), or the bound robot m
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from math import isfinite
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -28,8 +29,10 @@ __all__ = [
     "RAW_RMWS",
     "OutputWriter",
     "TopicReader",
+    "WallStamp",
     "float_ports",
     "nonfinite",
+    "now_stamp",
     "raw_path",
     "stamp_ns",
     "topic_readers",
@@ -200,6 +203,27 @@ def nonfinite(values: Sequence[Any], positions: Sequence[int]) -> list[int]:
         if not np.isfinite(value).all():
             bad.append(position)
     return bad
+
+
+class WallStamp(NamedTuple):
+    """A header stamp for the raw writers (they read ``sec`` and ``nanosec`` only)."""
+
+    sec: int
+    nanosec: int
+
+
+def now_stamp(clock: Any, raw: bool) -> Any:
+    """The header stamp of a message published now by a node whose ROS clock is ``clock``.
+
+    With ROS time inactive (no ``use_sim_time``), a ROS clock reads the system clock, as
+    ``time.time_ns`` does: for the raw writers that is a :class:`WallStamp`, a quarter of the
+    cost of ``clock.now().to_msg()``. With simulated time active, or for rclpy messages, the
+    clock's own ``builtin_interfaces/Time``.
+    """
+    if raw and not clock.ros_time_is_active:
+        ns = time.time_ns()
+        return WallStamp(ns // 1_000_000_000, ns % 1_000_000_000)
+    return clock.now().to_msg()
 
 
 def raw_path(requested: bool, logger: Any) -> bool:

@@ -48,7 +48,7 @@ from typing import Any
 from leapp.errors import SpecError
 from leapp.spec import Spec
 from leapp.spec.order import execution_order
-from leapp_ros.messages.topic_io import OutputWriter, TopicReader, nonfinite
+from leapp_ros.messages.topic_io import OutputWriter, TopicReader, nonfinite, now_stamp
 from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
 from leapp_ros.node.pipeline_node import PipelineNode
@@ -252,7 +252,7 @@ class FusedPipelineNode(PipelineNode):
         ran: set[int] = set()
         later: list[tuple[Any, OutputWriter, Any, Callable[[], int]]] = []
         feedback: list[tuple[_Stage, int, Any]] = []
-        stamp = self.get_clock().now().to_msg() if self._stamped else None
+        stamp = now_stamp(self.get_clock(), self._raw) if self._stamped else None
         for number, stage in enumerate(self._stages):
             if not stage.producers <= ran:
                 continue  # a producer published nothing this tick

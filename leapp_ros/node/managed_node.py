@@ -36,7 +36,7 @@ from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from std_msgs.msg import String
 
 from leapp.errors import LeappError
-from leapp_ros.messages.topic_io import raw_path
+from leapp_ros.messages.topic_io import now_stamp, raw_path
 from leapp_ros.node.diagnostics import DIAGNOSTICS_TOPIC, HealthReport
 from leapp_ros.node.rate_limited_log import RateLimitedLog, one_line
 from leapp_ros.node.safety import CommandGate
@@ -328,7 +328,7 @@ class ManagedNode(LifecycleNode):
     def _publish_safe_action(self) -> None:
         if self._lifecycle in ("unconfigured", "finalized"):
             return
-        stamp = self.get_clock().now().to_msg()
+        stamp = now_stamp(self.get_clock(), self._raw)
         for data in self._data_paths():
             if data.guard is None:
                 continue

@@ -57,7 +57,13 @@ from rclpy.qos_overriding_options import QoSOverridingOptions
 
 from leapp.errors import LeappError
 from leapp.spec import Spec
-from leapp_ros.messages.topic_io import OutputWriter, TopicReader, nonfinite, topic_readers
+from leapp_ros.messages.topic_io import (
+    OutputWriter,
+    TopicReader,
+    nonfinite,
+    now_stamp,
+    topic_readers,
+)
 from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
 from leapp_ros.node.intra_process import IntraProcessBus, publish_through
@@ -327,7 +333,7 @@ class PipelineNode(ManagedNode):
                 results = data.guard.apply(results, data)
             for output, index in data.state_links:
                 self._values[index] = results[output]
-            stamp = self.get_clock().now().to_msg() if self._stamped else None
+            stamp = now_stamp(self.get_clock(), self._raw) if self._stamped else None
             if self._publish_through is not None:
                 self._publish_through(results, stamp)
             else:
