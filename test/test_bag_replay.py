@@ -133,6 +133,21 @@ def test_a_recorded_bag_replays_with_no_mismatch_against_leapp_pipeline_and_itse
         assert all(t.compared == TICKS for t in report.topics), report.format()
 
 
+def test_a_realtime_replay_keeps_the_bag_s_pace(recorded, tmp_path):
+    contents = read_bag(recorded.bag)
+    paced = tmp_path / "paced"
+    with BagWriter(paced) as bag:
+        for index, message in enumerate(contents.messages):
+            bag.add_topic(message.topic, contents.types[message.topic])
+            tick = sum(m.topic == message.topic for m in contents.messages[:index])
+            bag.write(message.topic, 10**9 + tick * 50_000_000 + index, message.data)
+    started = time.monotonic()
+    report = recorded.graph.replay(paced, rate="realtime")
+    elapsed = time.monotonic() - started
+    assert report.ok, report.format()
+    assert elapsed >= 0.05 * (TICKS - 1), f"{TICKS} ticks 50 ms apart replayed in {elapsed:.3f} s"
+
+
 def export_other_weights(folder: Path, seed: SimpleNamespace) -> Path:
     """The seed pipeline, same name and ports, with the policy's weights drawn from seed 1."""
     session_module._active = None
@@ -202,6 +217,7 @@ def write_robot_bag(
     drop: str | None = None,
     types: dict[str, str] | None = None,
     garbage: bool = False,
+    storage: str = "mcap",
 ) -> Path:
     """A bag of ``ticks`` on the robot's topics, written with rosbags' own serializer; one
     extra Imu message before the first tick completes (superseded). ``drop``: a topic left
@@ -210,7 +226,7 @@ def write_robot_bag(
 
     store = get_typestore(Stores.ROS2_KILTED)
     shuffle = random.Random(2)
-    with BagWriter(path) as bag:
+    with BagWriter(path, storage) as bag:
         for tick, values in enumerate(ticks):
             order = [*JOINTS, "head_yaw"]
             shuffle.shuffle(order)
@@ -271,6 +287,16 @@ def test_a_robot_bag_with_shuffled_joints_is_read_by_joint_name(robot):
         for port, name in (("joint_pos", "q"), ("joint_vel", "qd"), ("base_quat", "quat")):
             expected = torch.tensor(values[name], dtype=torch.float32)
             torch.testing.assert_close(inputs[f"preprocess/{port}"], expected)
+
+
+def test_a_sqlite3_bag_reads_as_its_mcap_twin(robot):
+    plan = load_plan(robot.path)
+    sqlite = write_robot_bag(robot.folder / "sqlite", robot.ticks, storage="sqlite3")
+    assert list(sqlite.glob("*.db3"))
+    twins = [load_ticks(plan, bag, ROBOT_REMAPS[1::2]) for bag in (robot.bag, sqlite)]
+    assert [t.time_ns for t in twins[0].ticks] == [t.time_ns for t in twins[1].ticks]
+    for first, second in zip(twins[0].ticks, twins[1].ticks, strict=True):
+        assert first.messages == second.messages
 
 
 def test_a_robot_bag_verifies_against_leapp_pipeline_through_remaps(robot, capsys):

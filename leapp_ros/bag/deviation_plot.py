@@ -20,7 +20,7 @@ from leapp.errors import DependencyError
 __all__ = ["require_plotting", "write_deviation_plot"]
 
 _WIDTH, _PLOT_HEIGHT = 960, 300
-_LEFT, _RIGHT, _TOP, _BOTTOM = 70, 20, 40, 40
+_LEFT, _RIGHT, _TOP, _BOTTOM = 70, 20, 56, 40
 _LEGEND_ROW = 18
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
            "#17becf", "#7f7f7f", "#bcbd22")  # fmt: skip
@@ -58,7 +58,7 @@ def write_deviation_plot(
     height = _PLOT_HEIGHT + _TOP + _BOTTOM + _LEGEND_ROW * max(len(series), 1) + 10
     image = Image.new("RGB", (_WIDTH, height), "white")
     draw = ImageDraw.Draw(image)
-    draw.text((_LEFT, 10), title, fill="black", font=font)
+    draw.text((_LEFT, 8), title, fill="black", font=font)
     points = [point for values in series.values() for point in values]
     finite = [y for _, y in points if math.isfinite(y) and y > floor]
     low = math.floor(math.log10(floor))
@@ -66,7 +66,7 @@ def write_deviation_plot(
     if tolerance is not None and tolerance > 0:
         high = max(high, math.ceil(math.log10(tolerance)))
     xs = [x for x, _ in points] or [0.0, 1.0]
-    x0, x1 = min(xs), max(xs)
+    x0, x1 = min(0.0, min(xs)), max(xs)
     x1 = x1 if x1 > x0 else x0 + 1.0
     box = (_LEFT, _TOP, _WIDTH - _RIGHT, _TOP + _PLOT_HEIGHT)
 
@@ -91,7 +91,7 @@ def write_deviation_plot(
         px, _ = place(x, floor)
         draw.text((px, box[3] + 6), f"{x:.3g}", fill="black", font=font, anchor="mt")
     draw.text(((box[0] + box[2]) / 2, box[3] + 22), x_label, fill="black", font=font, anchor="mt")
-    draw.text((8, _TOP - 18), y_label, fill="black", font=font)
+    draw.text((8, _TOP - 26), y_label, fill="black", font=font)
     if tolerance is not None and tolerance > 0:
         _, py = place(x0, tolerance)
         for start in range(box[0], box[2], 12):

@@ -112,7 +112,9 @@ class SimReport:
         return [(s.time_s, float(np.abs(g - e).max(initial=0.0))) for g, e, s in pairs]
 
     def format(self) -> str:
-        where = "" if self.where is None else f" (tick {self.where})"
+        where = (
+            "" if self.where is None or not self.largest_difference else f" (tick {self.where})"
+        )
         lines = [
             f"leapp-ros sim: {self.namespace} ({self.mode}), command {self.command}, "
             f"{self.ticks} ticks",

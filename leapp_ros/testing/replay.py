@@ -250,8 +250,8 @@ def _topic(
 ) -> TopicReplay:
     wanted = sum(value is not None for value in expected)
     worst = max(outcomes, key=lambda outcome: outcome[1], default=None)
-    where = ""
-    if worst is not None:
+    where = "-"
+    if worst is not None and worst[1] > 0:
         tick = ticks.ticks[worst[0]]
         where = f"tick {tick.index} ({ticks.seconds(tick):.3f} s){worst[2]}"
     problems = [(index, problem) for index, _, _, problem in outcomes if problem is not None]
