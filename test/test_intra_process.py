@@ -33,7 +33,8 @@ def test_results_are_published_before_handed_values_reach_local_readers():
     bus.subscribe("/p/a/obs", lambda value: log.append(("local", "/p/a/obs", value)))
     topics = ["/p/a/obs", "/p/a/result"]
     publishers = [_Publisher(topic, log) for topic in topics]
-    publish_through(bus, topics, publishers, [_Writer(), _Writer()], ["o", "r"])
+    counts = [publisher.get_subscription_count for publisher in publishers]
+    publish_through(bus, topics, publishers, [_Writer(), _Writer()], counts, ["o", "r"])
     assert log == [
         ("publish", "/p/a/result", "message of r"),
         ("local", "/p/a/obs", "o"),
@@ -53,9 +54,11 @@ def test_a_topic_is_produced_here_while_a_producer_advertises_it():
 def test_a_reader_that_left_gets_nothing_more():
     bus, got = IntraProcessBus(), []
     leave = bus.subscribe("/p/a/obs", got.append)
-    publish_through(bus, ["/p/a/obs"], [_Publisher("/p/a/obs", [])], [_Writer()], [1])
+    publisher = _Publisher("/p/a/obs", [])
+    counts = [publisher.get_subscription_count]
+    publish_through(bus, ["/p/a/obs"], [publisher], [_Writer()], counts, [1])
     leave()
-    publish_through(bus, ["/p/a/obs"], [_Publisher("/p/a/obs", [])], [_Writer()], [2])
+    publish_through(bus, ["/p/a/obs"], [publisher], [_Writer()], counts, [2])
     assert got == [1]
     assert bus.readers("/p/a/obs") == []
 
@@ -64,7 +67,8 @@ def test_a_handed_over_value_skips_the_middleware_when_only_local_readers_subscr
     bus, log = IntraProcessBus(), []
     bus.subscribe("/p/a/obs", lambda value: log.append(("local", "/p/a/obs", value)))
     publisher = _Publisher("/p/a/obs", log, subscriptions=1)  # the local reader's own
-    publish_through(bus, ["/p/a/obs"], [publisher], [_Writer()], ["o"])
+    counts = [publisher.get_subscription_count]
+    publish_through(bus, ["/p/a/obs"], [publisher], [_Writer()], counts, ["o"])
     assert log == [("local", "/p/a/obs", "o")]
 
 
@@ -108,3 +112,28 @@ def test_composed_nodes_publish_an_intermediate_only_while_someone_else_subscrib
         finally:
             for node in nodes:
                 node.destroy_node()
+
+
+def test_a_subscriber_count_follows_subscriptions_as_they_match_and_leave():
+    """Over real DDS: the count a publisher's matched events keep is what
+    ``get_subscription_count`` says, once a subscription of another participant matched and
+    once it left."""
+    from std_msgs.msg import String
+
+    from leapp_ros.node.subscriber_count import SubscriberCount
+
+    with reserve_domain_id() as domain_id, Probe(domain_id) as probe, Probe(domain_id, "b") as b:
+        count = SubscriberCount()
+        publisher = probe.node.create_publisher(
+            String, "/count_test", 10, event_callbacks=count.callbacks()
+        )
+        assert count() == 0
+        subscription = b.node.create_subscription(String, "/count_test", lambda _: None, 10)
+
+        def settled(expected):
+            b.spin_for(0.05)
+            return count() == expected == publisher.get_subscription_count()
+
+        probe.spin_until(lambda: settled(1), 10, "the match")
+        b.node.destroy_subscription(subscription)
+        probe.spin_until(lambda: settled(0), 10, "the subscription leaving")

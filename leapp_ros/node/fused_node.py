@@ -53,6 +53,7 @@ from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
 from leapp_ros.node.pipeline_node import PipelineNode
 from leapp_ros.node.stamp_sync import gather_by_stamp, stamp_sync
+from leapp_ros.node.subscriber_count import SubscriberCount
 from leapp_ros.plan.limits import declare_output_limits
 from leapp_ros.plan.pipeline import NodePlan, PipelinePlan, make_plan
 from leapp_ros.plan.settings import (
@@ -196,11 +197,13 @@ class FusedPipelineNode(PipelineNode):
                 if intermediate and not self._publish_intermediate:
                     continue
                 writer = OutputWriter(port, raw=self._raw)
+                count = SubscriberCount()
                 publisher = self.create_publisher(
                     writer.message_class,
                     port.topic,
                     qos_profile(port.qos),
                     qos_overriding_options=overrides,
+                    event_callbacks=count.callbacks(),
                 )
                 stage.publishers.append(publisher)
                 if not intermediate:
@@ -208,8 +211,7 @@ class FusedPipelineNode(PipelineNode):
                 elif publisher.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL:
                     stage.publish_later.append((index, publisher, writer, _always))
                 else:  # no subscriber, no message: skip encoding one nobody takes
-                    wanted = publisher.get_subscription_count
-                    stage.publish_later.append((index, publisher, writer, wanted))
+                    stage.publish_later.append((index, publisher, writer, count))
         self._stamped = any(
             entry[2].stamped
             for stage in self._stages

@@ -77,6 +77,7 @@ def publish_through(
     topics: Sequence[str],
     publishers: Sequence[Any],
     writers: Sequence[Any],
+    subscribers: Sequence[Callable[[], int]],
     values: Sequence[Any],
     stamp: Any = None,
 ) -> None:
@@ -85,17 +86,19 @@ def publish_through(
     outputs too where anyone else subscribes. A value of None is not published (an output
     whose safe action is silent)."""
     handed = []
-    for topic, publisher, writer, value in zip(topics, publishers, writers, values, strict=True):
+    for topic, publisher, writer, count, value in zip(
+        topics, publishers, writers, subscribers, values, strict=True
+    ):
         if value is None:
             continue
         readers = bus.readers(topic)
         if readers:
-            handed.append((readers, publisher, writer, value))
+            handed.append((readers, publisher, writer, count, value))
         else:
             publisher.publish(writer.write(value, stamp))
-    for readers, _, _, value in handed:
+    for readers, _, _, _, value in handed:
         for reader in list(readers):
             reader(value)
-    for readers, publisher, writer, value in handed:
-        if publisher.get_subscription_count() > len(readers):
+    for readers, publisher, writer, count, value in handed:
+        if count() > len(readers):
             publisher.publish(writer.write(value, stamp))

@@ -69,6 +69,7 @@ from leapp_ros.node.executor import node_main
 from leapp_ros.node.intra_process import IntraProcessBus, publish_through
 from leapp_ros.node.managed_node import ManagedNode
 from leapp_ros.node.stamp_sync import StampSync, gather_by_stamp, stamp_sync
+from leapp_ros.node.subscriber_count import SubscriberCount
 from leapp_ros.plan.cpu_settings import CpuLatencyRequest, CpuSettingsError, pin_process
 from leapp_ros.plan.limits import declare_output_limits
 from leapp_ros.plan.pipeline import make_plan
@@ -219,14 +220,18 @@ class PipelineNode(ManagedNode):
                     self._data, reader, lambda value, n=count: [value] * n, reader.indices
                 )
                 self._bus_exits.append(self._bus.subscribe(reader.resolved, deliver))
+        self._subscriber_counts = [SubscriberCount() for _ in self._writers]
         self._output_publishers = [
             self.create_publisher(
                 writer.message_class,
                 port.topic,
                 qos_profile(port.qos),
                 qos_overriding_options=overrides,
+                event_callbacks=count.callbacks(),
             )
-            for port, writer in zip(self.plan.outputs, self._writers, strict=True)
+            for port, writer, count in zip(
+                self.plan.outputs, self._writers, self._subscriber_counts, strict=True
+            )
         ]
         self._stamped = any(writer.stamped for writer in self._writers)
         self._topics = [publisher.topic_name for publisher in self._output_publishers]
@@ -235,7 +240,7 @@ class PipelineNode(ManagedNode):
             self._bus_exits += [self._bus.advertise(topic) for topic in self._topics]
             self._publish_through = partial(
                 publish_through, self._bus, self._topics, self._output_publishers,
-                self._writers,
+                self._writers, self._subscriber_counts,
             )  # fmt: skip
         self._create_status_and_timers()
 
