@@ -32,6 +32,8 @@ from leapp_ros.testing import GraphUnderTest, ros_env
 from leapp_ros.tools.cli import main
 
 TICKS = 8
+DURATION_S = 4  # the timed recorder's --duration: it starts, subscribes, records every tick
+PARTIAL = ("preprocess/state", "policy/action")  # the timed recorder's --topics
 ROBOT_TICKS = 6
 JOINTS = ["hip_l", "knee_l", "ankle_l", "hip_r", "knee_r", "ankle_r"]
 ROBOT_REMAPS = [
@@ -44,51 +46,49 @@ ROBOT_REMAPS = [
 ]
 
 
-def wait_for_recorder(graph: GraphUnderTest, timeout_s: float = 30.0) -> None:
-    """Until the recorder subscribes to every data topic of the graph."""
+def recorders(graph: GraphUnderTest, topic: str) -> int:
+    """How many leapp recorders subscribe to ``topic``."""
+    infos = graph.probe.node.get_subscriptions_info_by_topic(topic)
+    return sum(info.node_name.startswith("leapp_recorder") for info in infos)
+
+
+def wait_for_recorders(graph: GraphUnderTest, counts: dict[str, int], timeout_s=30.0) -> None:
+    """Until ``counts[topic]`` recorders subscribe to each topic."""
     deadline = time.monotonic() + timeout_s
-    node = graph.probe.node
     while True:
-        waiting = [
-            topic
-            for topic, _ in graph.plan.topics()
-            if "leapp_recorder"
-            not in {info.node_name for info in node.get_subscriptions_info_by_topic(topic)}
-        ]
+        waiting = [topic for topic, count in counts.items() if recorders(graph, topic) < count]
         if not waiting:
             break
-        assert time.monotonic() < deadline, f"the recorder never subscribed to {waiting}"
+        assert time.monotonic() < deadline, f"the recorders never subscribed to {waiting}"
         graph.spin(0.05)
-    graph.spin(0.5)  # for the graph's publishers to match the recorder too
+    graph.spin(0.5)  # for the graph's publishers to match the recorders too
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """The seed graph (composed) driven for TICKS ticks while ``leapp-ros record`` ran, the
-    recorder's exit code and output, the bag; the graph stays up for the replays."""
+    """The seed graph (composed) driven for TICKS ticks while two ``leapp-ros record`` ran:
+    one of every topic until SIGINT, one of two topics into SQLite3 for DURATION_S; their exit
+    codes and output, the bags; the graph stays up for the replays."""
     folder = tmp_path_factory.mktemp("recorded")
     seed = export_seed(folder)
-    bag = folder / "run"
+    bag, partial = folder / "run", folder / "partial"
     with GraphUnderTest(seed.path, composed=True) as graph:
-        recorder = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "leapp_ros.tools.cli",
-                "record",
-                str(seed.path),
-                "--out",
-                str(bag),
-            ],
-            env=ros_env(graph.domain_id),
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            text=True,
-        )
+
+        def start(*options: str) -> subprocess.Popen:
+            command = [sys.executable, "-m", "leapp_ros.tools.cli", "record", str(seed.path)]
+            return subprocess.Popen(
+                [*command, *options], env=ros_env(graph.domain_id), cwd=REPO,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                text=True,
+            )  # fmt: skip
+
+        recorder = start("--out", str(bag))
+        timed = start("--out", str(partial), "--storage", "sqlite3", "--duration",
+                      str(DURATION_S), "--topics", *PARTIAL)  # fmt: skip
         try:
-            wait_for_recorder(graph)
+            counts = {topic: 1 for topic, _ in graph.plan.topics()}
+            counts.update({graph.plan.resolve(topic): 2 for topic in PARTIAL})
+            wait_for_recorders(graph, counts)
             generator = torch.Generator().manual_seed(4)
             for _ in range(TICKS):
                 graph.step(
@@ -100,12 +100,15 @@ def recorded(tmp_path_factory):
             graph.spin(0.3)
             recorder.send_signal(signal.SIGINT)
             output, _ = recorder.communicate(timeout=30)
+            timed_output, _ = timed.communicate(timeout=DURATION_S + 30)
         finally:
-            if recorder.poll() is None:
-                recorder.kill()
+            for process in (recorder, timed):
+                if process.poll() is None:
+                    process.kill()
         yield SimpleNamespace(
-            seed=seed, bag=bag, graph=graph, code=recorder.returncode, output=output, folder=folder
-        )
+            seed=seed, bag=bag, graph=graph, code=recorder.returncode, output=output,
+            folder=folder, partial=partial, timed_code=timed.returncode, timed_output=timed_output,
+        )  # fmt: skip
 
 
 def test_the_recorder_ends_on_sigint_with_a_complete_bag_of_every_topic_and_its_qos(recorded):
@@ -122,6 +125,14 @@ def test_the_recorder_ends_on_sigint_with_a_complete_bag_of_every_topic_and_its_
         offered = {c.topic: c.ext.offered_qos_profiles for c in reader.connections}
     for topic, profiles in offered.items():
         assert profiles and all(p.reliability == QosReliability.RELIABLE for p in profiles), topic
+
+
+def test_a_timed_recording_of_chosen_topics_into_sqlite3_ends_by_itself(recorded):
+    assert recorded.timed_code == 0, recorded.timed_output
+    assert list(recorded.partial.glob("*.db3")), list(recorded.partial.iterdir())
+    contents = read_bag(recorded.partial)
+    assert sorted(contents.types) == sorted(recorded.graph.plan.resolve(t) for t in PARTIAL)
+    assert all(contents.count(topic) == TICKS for topic in contents.types), contents.types
 
 
 def test_a_recorded_bag_replays_with_no_mismatch_against_leapp_pipeline_and_itself(recorded):

@@ -77,7 +77,8 @@ class Recorder:
             domain_id=domain_id,
             signal_handler_options=SignalHandlerOptions.NO,
         )
-        self.node = rclpy.create_node("leapp_recorder", context=self.context)
+        # one name per process: two recorders of one graph are two nodes
+        self.node = rclpy.create_node(f"leapp_recorder_{os.getpid()}", context=self.context)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self._subscriptions: dict[str, Any] = {}
