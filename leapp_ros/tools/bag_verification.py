@@ -136,6 +136,10 @@ def add_bag_arguments(parser: argparse.ArgumentParser) -> None:
 
 def verify_bag_command(args: argparse.Namespace) -> int:
     """``leapp-ros verify --bag``: print the report; the exit code."""
+    from leapp_ros.bag.bag_file import BagError
+
+    if args.inputs is not None:
+        raise BagError("give --bag or --inputs, not both: each is a source of inputs")
     report, plot = verify_bag(
         args.export, args.bag, remaps=args.remap, rate=args.rate, against=args.against,
         composed=args.composed, fused=args.fused, rtol=args.rtol, atol=args.atol,
