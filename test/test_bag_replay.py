@@ -159,6 +159,33 @@ def test_a_realtime_replay_keeps_the_bag_s_pace(recorded, tmp_path):
     assert elapsed >= 0.05 * (TICKS - 1), f"{TICKS} ticks 50 ms apart replayed in {elapsed:.3f} s"
 
 
+def test_recorded_outputs_align_by_count_or_else_by_time(recorded, tmp_path):
+    contents = read_bag(recorded.bag)
+    by_topic = {
+        topic: [m for m in contents.messages if m.topic == topic] for topic in contents.types
+    }
+    action, obs = "/torch_pipeline/policy/action", "/torch_pipeline/preprocess/obs"
+    sparse = tmp_path / "sparse"
+    with BagWriter(sparse) as bag:
+        for topic, kind in contents.types.items():
+            bag.add_topic(topic, kind)
+        for tick in range(3):
+            for topic in (
+                "/torch_pipeline/preprocess/state",
+                "/torch_pipeline/preprocess/velocity",
+            ):
+                bag.write(topic, 10**9 * (tick + 1), by_topic[topic][tick].data)
+            bag.write(obs, 10**9 * (tick + 1) + 5 * 10**8 * (tick == 0), by_topic[obs][tick].data)
+            if tick != 1:  # the action of tick 1 was not recorded
+                bag.write(action, 10**9 * (tick + 1) + 10**8, by_topic[action][tick].data)
+    ticks = load_ticks(recorded.graph.plan, sparse, recorded=True)
+    values = ticks.recorded["policy/action"]
+    assert values[1] is None and values[0] is not None and values[2] is not None
+    full = load_ticks(recorded.graph.plan, recorded.bag, recorded=True).recorded
+    torch.testing.assert_close(values[2], full["policy/action"][2])
+    torch.testing.assert_close(ticks.recorded["preprocess/obs"][0], full["preprocess/obs"][0])
+
+
 def export_other_weights(folder: Path, seed: SimpleNamespace) -> Path:
     """The seed pipeline, same name and ports, with the policy's weights drawn from seed 1."""
     session_module._active = None
