@@ -44,7 +44,7 @@ setup(
     # pytest is the test runner: without it colcon test falls back to unittest and runs nothing.
     # warp: Warp kernels in nodes (pip install leapp_ros[warp]); everything else works without.
     # picture: the pipeline picture (compile_graph(visualize=True), leapp-ros inspect --picture).
-    # sim: MuJoCo, for closed-loop tests of a graph against a simulated robot.
+    # sim: MuJoCo, for leapp-ros sim and closed-loop tests of a graph against a simulated robot.
     extras_require={
         "test": ["pytest>=8,<9"],
         "warp": ["warp-lang>=1.19"],
