@@ -24,6 +24,7 @@ from robot_support import export_robot
 from ros_support import REPO, export_seed
 
 import leapp
+from leapp import annotate
 from leapp import session as session_module
 from leapp_ros.bag.bag_file import BagWriter, read_bag
 from leapp_ros.bag.bag_ticks import load_ticks
@@ -210,6 +211,42 @@ def test_against_recorded_catches_a_graph_running_other_weights(recorded, capsys
     assert "verify FAILED: 1 of 2 topics failed" in printed
     plot = recorded.folder / "run_verify.png"
     assert f"plot: {plot}" in printed and plot.stat().st_size > 1000
+
+
+def recurrent_policy(obs, h, cell, head):
+    """One tick of a policy whose state ``h`` the replay must carry from tick to tick."""
+    obs = annotate.input_tensors("policy", {"obs": obs})
+    h = annotate.state_tensors("policy", {"h": h})
+    h_next = cell(obs.unsqueeze(0), h.unsqueeze(0)).squeeze(0)
+    h_next = annotate.update_state("policy", {"h": h_next})
+    annotate.output_tensors("policy", {"action": torch.tanh(head(h_next))}, export_with="onnx")
+    return h_next
+
+
+def test_a_bag_replays_through_a_recurrent_policy_with_its_state_carried(tmp_path):
+    from leapp_ros.messages.multiarray import codec
+    from leapp_ros.messages.raw_multiarray import RawArrayCodec
+
+    session_module._active = None
+    torch.manual_seed(6)
+    cell, head = torch.nn.GRUCell(4, 6).eval(), torch.nn.Linear(6, 2).eval()
+    leapp.start(name="recurrent", save_path=tmp_path)
+    with torch.no_grad():
+        recurrent_policy(torch.randn(4), torch.zeros(6), cell, head)
+    leapp.stop()
+    export = leapp.compile_graph().path.parent
+    port = load_plan(export).node("policy").input("obs")
+    bag = tmp_path / "bag"
+    with BagWriter(bag) as writer:
+        writer.add_topic("/recurrent/policy/obs", port.message_type)
+        for tick in range(6):
+            data = RawArrayCodec(codec(port)).to_bytes(torch.randn(4))
+            writer.write("/recurrent/policy/obs", 10**9 + tick * 10**6, data)
+    with GraphUnderTest(export, composed=True) as graph:
+        report = graph.replay(bag)
+    assert report.ok and report.replayed == 6, report.format()
+    deviations = report.topics[0].deviations
+    assert len(deviations) == 6 and max(d for _, d in deviations) <= 1e-5, report.format()
 
 
 # --- a bag as a robot driver writes it ------------------------------------------------------
