@@ -305,7 +305,10 @@ def _add_verify(commands: argparse._SubParsersAction) -> None:
             "leapp.Pipeline run in this process on the same inputs (seeded random ones of the "
             "ports' shapes and dtypes, or the file's). Prints the reference and one row per "
             "topic; exits 1 on a mismatch or timeout, 2 when the export is invalid or cannot "
-            "be replayed (a node on a timer) or the inputs file does not fit it."
+            "be replayed (a node on a timer) or the inputs file does not fit it. With --bag, "
+            "the ticks come from a recorded rosbag2 folder instead (a robot's JointState, Imu "
+            "and Twist too), compared with leapp.Pipeline or the recorded outputs; a bag that "
+            "does not fit exits with 2 before anything starts."
         ),
     )
     verify.add_argument(
