@@ -138,6 +138,12 @@ and compares every published tensor; it needs launch_testing and pytest < 9):
     colcon test-result --verbose
     launch_test src/@PACKAGE@/test/@TEST@
 
+To replay a recorded rosbag2 folder instead (from `leapp-ros record`, or the robot's own bag,
+its topics mapped by comma separated `FROM:=TO` rules), compared with leapp.Pipeline:
+
+    LEAPP_REPLAY_BAG=/path/to/bag LEAPP_REPLAY_REMAPS=<node>/joint_states:=/joint_states \\
+        colcon test --packages-select @PACKAGE@ --event-handlers console_direct+
+
 ## Where ROS 2 comes from pip
 
 In the Python environment that has leapp_ros and the ROS 2 wheels:
