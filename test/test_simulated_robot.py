@@ -232,3 +232,18 @@ def test_an_input_the_simulator_cannot_publish_is_refused_before_anything_starts
 
     with pytest.raises(SimMapError, match=r"preprocess/state \(preprocess/state\) takes std_msgs"):
         simulate(load_plan(seed.path), mjcf, load_map(path), mode="processes")
+
+
+def test_a_fall_is_the_base_below_its_height_or_past_its_tilt_counted_once_per_fall(tmp_path):
+    from leapp_ros.sim.mujoco_robot import TickState
+    from leapp_ros.sim.sim_loop import LoopRecord
+    from leapp_ros.sim.sim_map import FallRule
+
+    rule = FallRule(min_height=0.3, max_tilt_deg=45.0)
+    assert not rule.fallen(0.31, 44.0)
+    assert rule.fallen(0.29, 0.0) and rule.fallen(1.0, 46.0)
+    sim_map = load_map(write_map(tmp_path, "fall", fall={"min_height": 0.3}))
+    heights = [0.5, 0.2, 0.2, 0.5, 0.1]  # down, up again, down again: two falls
+    states = tuple(TickState(0.1 * i, h, 0.0, None, None) for i, h in enumerate(heights))
+    record = LoopRecord((), states, sim_map)
+    assert (record.falls, record.fell_at_s) == (2, 0.1)
