@@ -54,6 +54,7 @@ def method(
     export_with: Any = "jit",
     node_name: str | None = None,
     backend_params: Mapping[str, Any] | None = None,
+    environment_constants: Any = None,
 ) -> Callable[[F], F]:
     """Decorator: every call of the function inside a session is one run of one node.
 
@@ -78,6 +79,18 @@ def method(
     ``feedback_flow`` edge. A returned tensor that does not depend on the inputs is a constant
     output. ``export_with`` is as for :func:`output_tensors`. ``backend_params`` is kept on the
     node's recording and not used by any exporter yet.
+
+    ``environment_constants`` (LEAPP's keyword) names module-level objects the function uses
+    without taking them as arguments: a ``torch.jit.trace``-d model, a gain tensor::
+
+        @annotate.method(export_with="onnx", environment_constants=["encoder"])
+        def encode(obs):
+            return encoder(obs)  # encoder = torch.jit.trace(...) at module level
+
+    They are frozen into the node as constants, as every tensor the function reads that is not
+    one of its inputs is (a TorchScript model is recorded as the operations it runs); each name
+    must be one the function can see (a global, a closed-over variable or a builtin), checked
+    on its first call in a session.
     """
     if backend_params is not None and not isinstance(backend_params, Mapping):
         raise TraceError(
@@ -86,6 +99,7 @@ def method(
         )
     if node_name is not None and not isinstance(node_name, str):
         raise TraceError(f"annotate.method: node_name must be a str or None, got {node_name!r}.")
+    constants = port_names.constant_names(environment_constants)
 
     def decorate(function: F) -> F:
         read: list[port_names.FunctionPorts] = []  # the source is read on the first traced call
@@ -96,6 +110,7 @@ def method(
             if session is None:
                 return function(*args, **kwargs)
             if not read:
+                port_names.check_constants(function, constants)
                 read.append(port_names.function_ports(function, node_name))
             ports = read[0]
             call = port_names.bind_inputs(ports, args, kwargs)
@@ -118,6 +133,9 @@ def method(
         return run_as_node  # type: ignore[return-value]
 
     return decorate
+
+
+_method = method  # NVIDIA LEAPP's legacy spelling of the decorator (annotate._method)
 
 
 def input_tensors(node: str, tensors: Any) -> Any:
@@ -303,8 +321,8 @@ def warp_op(node: str, inputs: Any = None, outputs: Any = None, **params: Any) -
     from leapp.trace.segments import warp_calls
 
     session = active_session()
-    if session is None:
-        return contextlib.nullcontext()
+    if session is None or getattr(session, "dry_run", False):
+        return contextlib.nullcontext()  # a dry run records no Warp segments either
     del inputs, outputs, params
     trace = session.open.get(node)
     if trace is None:
@@ -326,7 +344,12 @@ def mirror_leapp_tags(source: Any, target: Any) -> Any:
     another node's :func:`input_tensors` then records the edge ``source`` would have. A plain
     ``source`` leaves ``target`` plain. Outside a session ``target`` is returned unchanged.
     """
-    return target if active_session() is None else mirror(source, target)
+    session = active_session()
+    if session is None:
+        return target
+    if getattr(session, "dry_run", False):
+        return session.mirror(source, target)
+    return mirror(source, target)
 
 
 # NVIDIA LEAPP's earlier spelling, still in its guides and user code: the session calls on

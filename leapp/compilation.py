@@ -18,8 +18,9 @@ import torch
 import torch.fx as fx
 
 from leapp.errors import GraphError, SpecError
-from leapp.graph.edges import classify_inputs
+from leapp.graph.flows import pipeline_section, save_initial_values
 from leapp.graph.node_graph import ExportGraph, export_graph, recorded_graph
+from leapp.graph.port_names import PortNaming
 from leapp.trace.pipeline.recording import Recording
 from leapp.trace.tensors.recorder import NodeTrace
 
@@ -102,6 +103,7 @@ def compile_graph(
     graph_configs: GraphConfigs | Mapping[str, Any] | None = None,
     *,
     visualize: bool = False,
+    dry_run: bool = False,
 ) -> CompiledPipeline:
     """Export the stopped session to ``<save_path>/<name>/`` and check the artifacts.
 
@@ -120,6 +122,10 @@ def compile_graph(
     picture left by an earlier export of the same pipeline is removed, so the folder never shows
     a stale one. To draw an existing export:
     ``leapp.spec.picture.write_picture(leapp.spec.load(folder))``.
+
+    ``dry_run=True`` (LEAPP's keyword) writes everything but the artifacts: the spec lists
+    every node with ``model_path`` and ``backend`` null, and nothing is validated. A session
+    started with ``leapp.start(..., dry_run=True)`` is always compiled so.
     """
     from leapp.session import take_stopped
 
@@ -135,6 +141,7 @@ def compile_graph(
         atol=atol,
         strict=strict,
         graph_configs=graph_configs,
+        dry_run=dry_run,
     )
     png = compiled.path.with_name(f"{compiled.spec.name}.png")
     if visualize:
@@ -158,6 +165,7 @@ def compile_session(
     atol: float,
     strict: bool,
     graph_configs: GraphConfigs | Mapping[str, Any] | None,
+    dry_run: bool = False,
 ) -> CompiledPipeline:
     started = time.perf_counter()
     from leapp.export import PhaseTimes, export_node
@@ -177,9 +185,16 @@ def compile_session(
     with phases("previous export"):
         _remove_previous_export(directory, recording.name)
 
+    traced = not getattr(recording, "dry_run", False)  # a dry run recorded no graphs
+    dry_run = dry_run or not traced
     firsts = {node: recording.runs[node][0] for node in recording.order}
     with phases("graphs"):
-        graphs = {node: export_graph(trace) for node, trace in firsts.items()}
+        graphs = {node: _export_graph(trace, traced) for node, trace in firsts.items()}
+    backends = {node: None if dry_run else trace.export_with for node, trace in firsts.items()}
+    names = {
+        node: PortNaming.of(backends[node], graphs[node].inputs, graphs[node].outputs)
+        for node in firsts
+    }
     models, timings = [], {}
     for node, trace in firsts.items():
         began = time.perf_counter()
@@ -188,26 +203,32 @@ def compile_session(
             prepared.module,
             prepared.example_inputs,
             node=node,
-            input_names=prepared.inputs,
-            output_names=prepared.outputs,
-            backend=trace.export_with,
+            input_names=tuple(names[node].inputs.values()),
+            output_names=tuple(names[node].outputs.values()),
+            backend=backends[node],
             directory=directory,
         )
         timings[node] = time.perf_counter() - began
         timings.update({f"{node}/{phase}": t for phase, t in artifact.timings.items()})
         logger.info("node %r: exported with %s in %.3f s", node, artifact.backend, timings[node])
         with phases("checksums"):
-            models.append(_model_spec(spec_module, trace, prepared, artifact, directory))
+            models.append(
+                _model_spec(spec_module, trace, prepared, names[node], artifact, directory)
+            )
 
     with phases("examples"):
-        pipeline = _pipeline_spec(spec_module, recording, firsts, graphs, graph_configs)
+        if isinstance(graph_configs, GraphConfigs):
+            configs = graph_configs.as_dict()
+        else:
+            configs = dict(graph_configs or {})
+        pipeline = pipeline_section(spec_module, recording, firsts, graphs, names, configs)
         samples = {
-            node: [_sample(example_file, run, graphs[node]) for run in recording.cached_runs(node)]
+            node: [_sample(example_file, run, names[node]) for run in recording.cached_runs(node)]
             for node in recording.order
         }
         example_file.save_examples(directory / pipeline.examples, samples)
         if pipeline.initial_values:
-            _save_initial_values(directory, pipeline, firsts)
+            save_initial_values(directory, pipeline, firsts, names)
     with phases("spec"):
         spec = spec_module.Spec(
             name=recording.name,
@@ -219,7 +240,7 @@ def compile_session(
     timings["export"] = time.perf_counter() - started
 
     report = None
-    if validate:
+    if validate and not dry_run:
         from leapp.run.validation import validate_export
 
         with phases("validation"):
@@ -229,13 +250,22 @@ def compile_session(
         for failure in report.failures:
             logger.warning("validation: %s", failure)
     with phases("recorded graphs"):
-        recorded = {node: recorded_graph(trace) for node, trace in firsts.items()}
+        recorded = {node: recorded_graph(t) for node, t in firsts.items() if traced}
     timings.update(phases.seconds)
     timings["total"] = time.perf_counter() - started
     return CompiledPipeline(spec=spec, graphs=recorded, report=report, timings=timings)
 
 
-def _model_spec(spec_module, trace: NodeTrace, prepared: ExportGraph, artifact, directory: Path):
+def _export_graph(trace: Any, traced: bool) -> ExportGraph:
+    """The node's export graph; a dry run's node has no graph, only its ports."""
+    if traced:
+        return export_graph(trace)
+    return ExportGraph(None, tuple(trace.inputs), (), tuple(trace.outputs), ())
+
+
+def _model_spec(
+    spec_module, trace: NodeTrace, prepared: ExportGraph, names: PortNaming, artifact, directory
+):
     md5 = sha256 = None
     if artifact.model_path is not None:
         md5, sha256 = spec_module.file_checksums(directory / artifact.model_path)
@@ -247,16 +277,25 @@ def _model_spec(spec_module, trace: NodeTrace, prepared: ExportGraph, artifact, 
             "warp_md5sum": warp_md5,
             "warp_sha256sum": warp_sha256,
         }
+    outputs = tuple(
+        _port(
+            spec_module, names.outputs[n], trace.output_examples[n], trace.output_semantics.get(n)
+        )
+        for n in prepared.outputs
+    )
+    if artifact.backend == "onnx":  # the model returns complex outputs as real pairs
+        from leapp.spec.pairs import as_pairs
+
+        outputs = tuple(map(as_pairs, outputs))
     return spec_module.ModelSpec(
         name=trace.node,
         inputs=tuple(
-            _port(spec_module, n, trace.input_examples[n], trace.input_semantics.get(n))
+            _port(
+                spec_module, names.inputs[n], trace.input_examples[n], trace.input_semantics.get(n)
+            )
             for n in prepared.inputs
         ),
-        outputs=tuple(
-            _port(spec_module, n, trace.output_examples[n], trace.output_semantics.get(n))
-            for n in prepared.outputs
-        ),
+        outputs=outputs,
         parameters=spec_module.ModelParameters(
             model_path=artifact.model_path,
             md5sum=md5,
@@ -291,68 +330,11 @@ def _axis_names(entry: Any) -> Any:
     return tuple(entry) if isinstance(entry, list) else entry  # a marker string or None as is
 
 
-def _pipeline_spec(spec_module, recording, firsts, graphs, graph_configs):
-    data_flow: dict[str, list[str]] = {}
-    feedback_flow: dict[str, list[str]] = {}
-    inputs: dict[str, list[str]] = {}
-    consumed: set[str] = set()
-    feeds = classify_inputs(recording)
-    for node, trace in firsts.items():
-        for port in graphs[node].inputs:
-            feed = feeds[node][port]
-            if feed.kind == "external":
-                inputs.setdefault(node, []).append(port)
-                continue
-            producer, output = feed.source.split("/")
-            _check_edge(firsts[producer], output, trace, port)
-            edges = data_flow if feed.kind == "data_flow" else feedback_flow
-            edges.setdefault(feed.source, []).append(f"{node}/{port}")
-            consumed.add(feed.source)
-    outputs = {
-        node: [p for p in graphs[node].outputs if f"{node}/{p}" not in consumed] for node in firsts
-    }
-    if isinstance(graph_configs, GraphConfigs):
-        configs = graph_configs.as_dict()
-    else:
-        configs = dict(graph_configs or {})
-    return spec_module.PipelineSpec(
-        data_flow={k: tuple(v) for k, v in data_flow.items()},
-        feedback_flow={k: tuple(v) for k, v in feedback_flow.items()},
-        inputs={k: tuple(v) for k, v in inputs.items()},
-        outputs={k: tuple(v) for k, v in outputs.items() if v},
-        initial_values=f"{recording.name}_initial_values.safetensors" if feedback_flow else None,
-        examples=f"{recording.name}_examples.safetensors",
-        configs=configs,
-    )
-
-
-def _save_initial_values(directory: Path, pipeline, firsts) -> None:
-    """First-tick values of every feedback input, keyed ``"<node>/<port>"``."""
-    from safetensors.torch import save_file
-
-    values = {}
-    for targets in pipeline.feedback_flow.values():
-        for target in targets:
-            node, port = target.split("/")
-            values[target] = firsts[node].input_examples[port].contiguous()
-    save_file(values, str(directory / pipeline.initial_values))
-
-
-def _check_edge(producer: NodeTrace, out_port: str, consumer: NodeTrace, in_port: str) -> None:
-    out = producer.output_examples[out_port]
-    into = consumer.input_examples[in_port]
-    if tuple(out.shape) != tuple(into.shape) or out.dtype != into.dtype:
-        raise GraphError(
-            f"edge {producer.node}/{out_port} -> {consumer.node}/{in_port}: the output is "
-            f"{out.dtype} {list(out.shape)} but the input is {into.dtype} {list(into.shape)}; "
-            "make both ends agree."
-        )
-
-
-def _sample(example_file, run: NodeTrace, prepared: ExportGraph):
+def _sample(example_file, run: NodeTrace, names: PortNaming):
+    """One run's examples under the spec's port names."""
     return example_file.NodeSample(
-        inputs={name: run.input_examples[name] for name in prepared.inputs},
-        outputs={name: run.output_examples[name] for name in prepared.outputs},
+        inputs={named: run.input_examples[port] for port, named in names.inputs.items()},
+        outputs={named: run.output_examples[port] for port, named in names.outputs.items()},
     )
 
 

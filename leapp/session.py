@@ -15,17 +15,19 @@ from typing import Any
 
 from leapp.errors import SessionError
 from leapp.trace.arrays import crossing
+from leapp.trace.pipeline.dry_run import DryRecording
 from leapp.trace.pipeline.recording import Recording
+from leapp.trace.ports import listed_names
 from leapp.trace.segments import warp_calls
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["active_session", "start", "stop", "take_stopped"]
 
-_active: Recording | None = None
+_active: Recording | DryRecording | None = None
 
 
-def active_session() -> Recording | None:
+def active_session() -> Recording | DryRecording | None:
     """The recording annotations write into, or None outside ``leapp.start``/``leapp.stop``."""
     return _active if _active is not None and _active.active else None
 
@@ -58,8 +60,11 @@ def start(
       ``torch.as_tensor`` of traced arrays) keep the trace. ``patching`` changes nothing:
       leapp records torch through ``__torch_function__`` and needs no patches (a value is
       logged at debug level).
-    - ``dry_run=True`` is refused with a :class:`SessionError`: leapp has no dry run (record
-      and call ``compile_graph(validate=False)`` into a temporary ``save_path`` instead).
+    - ``dry_run=True`` traces nothing and exports nothing, as in LEAPP
+      (:mod:`leapp.trace.pipeline.dry_run`): every annotation hands back the caller's own
+      objects, the code runs as in production, and ``compile_graph`` writes the spec of the
+      nodes, ports and edges found (every ``model_path`` and ``backend`` null) and, with
+      ``visualize=True``, its picture.
     - ``non_traced=[node, ...]`` (a name or a list of names): those nodes are recorded as
       usual (their ports and edges are in the spec) but get no artifact, as if they were
       closed with ``export_with=None`` (LEAPP forces their backend to None the same way).
@@ -70,11 +75,6 @@ def start(
     before the new session installs them again.
     """
     global _active
-    if dry_run:
-        raise SessionError(
-            f"leapp.start({name!r}, dry_run=True): leapp has no dry run; drop dry_run, and to "
-            "export without keeping files use a temporary save_path."
-        )
     if max_cached_io is not None and (
         isinstance(max_cached_io, bool) or not isinstance(max_cached_io, int) or max_cached_io < 1
     ):
@@ -98,6 +98,12 @@ def start(
             "and needs no patches",
             patching,
         )
+    if dry_run:
+        _active = DryRecording(
+            name, save_path, verbose=verbose, max_cached_io=max_cached_io, non_traced=non_traced
+        )
+        logger.info("dry run of pipeline %r: nothing is traced or exported", name)
+        return _active
     _active = Recording(
         name,
         save_path,
@@ -115,14 +121,8 @@ def start(
 
 
 def _node_names(name: str, non_traced: Any) -> tuple[str, ...]:
-    if non_traced is None:
-        return ()
-    names = (non_traced,) if isinstance(non_traced, str) else non_traced
-    try:
-        names = tuple(names)
-    except TypeError:
-        names = (non_traced,)
-    if not all(isinstance(n, str) for n in names):
+    names = listed_names(non_traced)
+    if names is None:
         raise SessionError(
             f"leapp.start({name!r}, non_traced={non_traced!r}): pass a node name or a list of "
             "node names."

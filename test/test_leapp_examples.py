@@ -97,7 +97,7 @@ def test_a_gru_policy_tracked_with_annotate_module_matches_eager_over_ticks(tmp_
         leapp.stop()
         compiled = leapp.compile_graph()
         spec = compiled.spec.model("policy")
-        assert [p.name for p in spec.inputs] == ["obs", "h_state"]
+        assert [p.name for p in spec.inputs] == ["obs", "h_state_in"]  # LEAPP's ONNX name
         manager = leapp.InferenceManager(str(compiled.path))
         reference.h_state.zero_()
         for _ in range(TICKS):

@@ -120,12 +120,6 @@ def test_by_default_numpy_crossings_keep_the_trace(tmp_path):
     assert_matches_eager(leapp.compile_graph(), lambda x: x * 2, lambda: {"x": torch.randn(3)})
 
 
-def test_dry_run_is_refused_naming_the_keyword(tmp_path):
-    with pytest.raises(leapp.SessionError, match="dry_run"):
-        leapp.start("pipe", save_path=tmp_path, dry_run=True)
-    assert leapp.session.active_session() is None
-
-
 # ------------------------------------------------------------------------------ compile_graph
 def test_compile_graph_without_validation_writes_the_export_without_a_report(tmp_path):
     _run_node(tmp_path)

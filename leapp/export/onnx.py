@@ -18,8 +18,8 @@ leapp's runner reads it back as the complex port the spec lists.
 
 ONNX forbids a graph input and output with the same name. When a port is both an input and an
 output of the node (state such as ``h`` fed back on the next tick), the ONNX names are
-``<port>_in`` and ``<port>_out``, as NVIDIA's LEAPP writes them; the runtime matches such names
-back to their ports.
+``<port>_in`` and ``<port>_out``, as NVIDIA's LEAPP writes them (:mod:`leapp.graph.port_names`;
+``compile_graph`` names the spec's ports so too).
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ import torch.fx
 
 from leapp.errors import ExportError
 from leapp.export import Artifact, PhaseTimes, failing_operation, summarize_error
-from leapp.export.agreement import Agreement, onnx_agreement
+from leapp.export.agreement import onnx_agreement
 from leapp.export.exporter_scope import onnx_exporter_scope
+from leapp.graph.port_names import onnx_port_names
 
 logger = logging.getLogger(__name__)
 
@@ -92,17 +93,8 @@ def export(
             if isinstance(refusal, ExportError):
                 raise refusal
             raise _export_error(graph_module, node, input_names, refusal)
-        how, module, disagreement = first_disagreement
-        logger.warning(
-            "node %s: no ONNX model of this node reproduced its traced outputs (%s); the one "
-            "written %s is kept, and validation will judge it",
-            node,
-            disagreement,
-            how,
-        )
-        with timings("torch.onnx.export"):
-            _write(module, example_inputs, path, onnx_inputs, onnx_outputs, node)
-        agreement = Agreement(disagreement)  # the model of another attempt: inputs unknown
+        path.unlink(missing_ok=True)  # never leave a model that is known to be wrong
+        raise _wrong_model_error(node, *first_disagreement, example_inputs)
     with timings("inputs"):
         _declare_inputs(path, onnx_inputs, example_inputs, agreement.inputs)
     logger.debug("node %s: ONNX model written %s (%s)", node, how, timings)
@@ -216,6 +208,30 @@ def _write(
         logger.debug("node %s: torch.onnx.export warned: %s", node, warning.message)
 
 
+def _wrong_model_error(
+    node: str,
+    how: str,
+    module: torch.fx.GraphModule,
+    problem: str,
+    example_inputs: tuple[torch.Tensor, ...],
+) -> ExportError:
+    """No ONNX model of the node reproduces its traced outputs: say which operation breaks."""
+    from leapp.export.breakage import first_broken_operation
+    from leapp.graph.aten_graph import describe_node
+
+    broken = first_broken_operation(module, example_inputs)
+    where = (
+        f"; the first operation that goes wrong is {describe_node(broken)}"
+        if broken is not None
+        else "; no single operation could be singled out"
+    )
+    return ExportError(
+        f"node {node!r}: no ONNX model of it reproduces its traced outputs (the first, "
+        f"written {how}: {problem}){where}. Export this node with export_with='jit' or "
+        "'pt2' instead (both run the graph as traced), or compute that operation another way"
+    )
+
+
 def _export_error(
     graph_module: torch.fx.GraphModule,
     node: str,
@@ -285,25 +301,3 @@ def _declare_inputs(
     del model.graph.input[:]
     model.graph.input.extend(declared)
     onnx.save(model, str(path))
-
-
-def onnx_port_names(
-    input_names: tuple[str, ...], output_names: tuple[str, ...]
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The ONNX input and output names: the port names, with ``<port>_in`` / ``<port>_out``
-    for a port that is both an input and an output of the node."""
-    both = set(input_names) & set(output_names)
-    taken = (set(input_names) | set(output_names)) - both
-
-    def rename(name: str, suffix: str) -> str:
-        if name not in both:
-            return name
-        renamed = f"{name}{suffix}"
-        while renamed in taken:
-            renamed += "_"
-        taken.add(renamed)
-        return renamed
-
-    inputs = tuple(rename(name, "_in") for name in input_names)
-    outputs = tuple(rename(name, "_out") for name in output_names)
-    return inputs, outputs

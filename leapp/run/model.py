@@ -30,6 +30,7 @@ import torch
 from leapp.errors import PipelineError
 from leapp.run.output_check import check_outputs
 from leapp.spec import ModelSpec, Spec, TensorSpec
+from leapp.spec.pairs import complex_view
 
 __all__ = ["Model", "check_value", "load_model", "port_check"]
 
@@ -144,7 +145,7 @@ def load_model(
             outputs disagree with the spec (count, dtype, shape).
     """
     try:
-        model = spec.model(node)
+        model = complex_view(spec.model(node))  # complex outputs the artifact writes as pairs
     except KeyError:
         names = [m.name for m in spec.models]
         raise PipelineError(f"no node {node!r} in spec {spec.name!r}; nodes: {names}") from None

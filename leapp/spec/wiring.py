@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
 
+from leapp.spec.pairs import as_complex
 from leapp.spec.schema import ModelSpec, Spec, TensorSpec
 
 __all__ = ["FLOW_KEYS", "check_wiring"]
@@ -143,6 +144,9 @@ def _check_edge(
     source: str, out: TensorSpec, target: str, inp: TensorSpec, where: str, problems: _Problems
 ) -> None:
     if out.dtype == inp.dtype and out.shape == inp.shape:
+        return
+    carried, taken = as_complex(out), as_complex(inp)  # complex values written as real pairs
+    if carried.dtype == taken.dtype and carried.shape == taken.shape:
         return
     if id(out) in problems.doubtful or id(inp) in problems.doubtful:
         return  # already reported

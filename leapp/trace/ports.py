@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import logging
 import re
@@ -43,9 +44,12 @@ __all__ = [
     "FunctionPorts",
     "Leaf",
     "bind_inputs",
+    "check_constants",
+    "constant_names",
     "flatten",
     "function_ports",
     "is_container",
+    "listed_names",
     "output_ports",
     "rebuild",
 ]
@@ -145,6 +149,49 @@ def function_ports(function: Callable, node_name: str | None) -> FunctionPorts:
     except (TypeError, ValueError):
         signature = None
     return FunctionPorts(node=name, signature=signature, output_names=_return_names(target, name))
+
+
+def listed_names(names: Any) -> tuple[str, ...] | None:
+    """A keyword that takes a name or a list of names, as a tuple (``()`` for None); None when
+    it is neither."""
+    if names is None:
+        return ()
+    listed = (names,) if isinstance(names, str) else names
+    try:
+        listed = tuple(listed)
+    except TypeError:
+        return None
+    return listed if all(isinstance(n, str) for n in listed) else None
+
+
+def constant_names(names: Any) -> tuple[str, ...]:
+    """``annotate.method(environment_constants=...)`` checked: a name or a list of names."""
+    listed = listed_names(names)
+    if listed is None or not all(n.isidentifier() for n in listed):
+        raise TraceError(
+            f"annotate.method: environment_constants={names!r}; pass the names (strings) of "
+            "the module-level objects the function uses, e.g. ['policy_model']."
+        )
+    return listed
+
+
+def check_constants(function: Callable, names: tuple[str, ...]) -> None:
+    """Each of ``names`` must be a name ``function`` can see: a global of its module, a
+    variable it closes over, or a builtin (else a TraceError names the missing ones)."""
+    target = inspect.unwrap(function)
+    code = getattr(target, "__code__", None)
+    scope = set(dir(builtins)) | set(getattr(target, "__globals__", {}))
+    if code is not None:
+        scope |= set(code.co_freevars)
+    missing = [name for name in names if name not in scope]
+    if missing:
+        name = getattr(target, "__name__", repr(target))
+        where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+        raise TraceError(
+            f"annotate.method(environment_constants={list(names)}): {missing} are not names "
+            f"{name}{where} can see (a module-level object, a variable it closes over); define "
+            "them before calling it, or drop them from environment_constants."
+        )
 
 
 def bind_inputs(ports: FunctionPorts, args: tuple, kwargs: dict) -> BoundCall | None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from leapp.trace.arrays import crossing
 from leapp.trace.arrays.array import is_live, port_tensor, port_tensors, traced_input
 from leapp.trace.location import user_location
 from leapp.trace.pipeline import buffers, reruns, sources, states
+from leapp.trace.pipeline.runs import SessionRuns, check_name
 from leapp.trace.scripts import script_calls
 from leapp.trace.tensors.recorder import NodeTrace
 from leapp.trace.tensors.tensor import TracedTensor, plain_again
@@ -47,10 +47,9 @@ BACKENDS = (
     "exported-program",
     "torch",
 )
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
-class Recording:
+class Recording(SessionRuns):
     """One recording of pipeline ``name``, from ``leapp.start`` to ``leapp.compile_graph``.
 
     ``active`` is true until :meth:`stop`; ``freeze_python_values`` lets ``.item()`` and friends
@@ -68,56 +67,26 @@ class Recording:
         non_traced: Iterable[str] = (),
         numpy_crossing: bool = True,
     ):
-        _check_name("pipeline", name)
-        self.name = name
-        self.save_path = Path(save_path)
+        super().__init__(
+            name,
+            save_path,
+            lambda node, run, where: NodeTrace(self, node, run, where),
+            verbose=verbose,
+            max_cached_io=max_cached_io,
+            non_traced=non_traced,
+        )
         self.freeze_python_values = freeze_python_values
-        self.verbose = verbose  # log every recorded node run at INFO
-        self.max_cached_io = max_cached_io  # runs per node whose examples are kept (None: all)
-        self.non_traced = frozenset(non_traced)  # nodes recorded but exported with no artifact
         # False (leapp.start(global_patching=False)): tensor.numpy()/np.asarray(tensor) give
         # plain arrays, NumPy code is not recorded.
         self.numpy_crossing = numpy_crossing
-        self.active = True
-        self.runs: dict[str, list[NodeTrace]] = {}
-        self.order: list[str] = []  # nodes in the order their first run closed
-        self.open: dict[str, NodeTrace] = {}
         self.plain_outputs: dict[int, Any] = {}  # published buffers, plain again (sources)
         script_calls.activate()  # ScriptFunction calls on traced values are recorded
-
-    def cached_runs(self, node: str) -> list[NodeTrace]:
-        """The runs of ``node`` whose input/output examples are kept (the first
-        ``max_cached_io``): they go to the examples file and are validated."""
-        return self.runs[node][: self.max_cached_io]
-
-    def open_node(self, node: str) -> NodeTrace:
-        """Open a new run of ``node`` (no inputs yet); refused while one is open."""
-        if node in self.open:
-            raise TraceError(
-                f"node {node!r} at {user_location()} is opened again while its run opened at "
-                f"{self.open[node].location} is still open; close it first, or give the two "
-                "nodes different names."
-            )
-        _check_name("node", node)
-        runs = self.runs.setdefault(node, [])
-        trace = NodeTrace(self, node, len(runs), user_location())
-        self.open[node] = trace
-        return trace
 
     def abandon(self, node: str) -> None:
         """Forget the open run of ``node`` (its code raised); it records nothing."""
         trace = self.open.pop(node, None)
         if trace is not None:
             trace.release_adopted()
-
-    def _open_run(self, api: str, node: str) -> NodeTrace:
-        trace = self.open.get(node)
-        if trace is None:
-            raise SessionError(
-                f"annotate.{api}({node!r}, ...) at {user_location()}: node {node!r} has no open "
-                f"run. Call annotate.input_tensors({node!r}, {{...}}) first."
-            )
-        return trace
 
     # ------------------------------------------------------------------------ buffers
     def register_buffer(self, node: str, tensors: Mapping[str, Any] | list) -> tuple:
@@ -127,7 +96,7 @@ class Recording:
             start = len(trace.registered)
             tensors = {f"buffer_{start + i}": value for i, value in enumerate(tensors)}
         for name in tensors:
-            _check_name(f"buffer of node {node!r}", name)
+            check_name(f"buffer of node {node!r}", name)
         return tuple(buffers.register(trace, name, value) for name, value in tensors.items())
 
     def track_module(self, node: str, model: Any, buffer_names: Any) -> None:
@@ -158,7 +127,7 @@ class Recording:
         trace = trace or self.open_node(node)
         traced = []
         for port, value in tensors.items():
-            _check_name(f"input of node {node!r}", port)
+            check_name(f"input of node {node!r}", port)
             if port in trace.inputs:
                 raise GraphError(
                     f"node {node!r}: input {port!r} is declared twice (again at "
@@ -261,7 +230,7 @@ class Recording:
         updated = {port: value for port, (_, value) in trace.state_updates.items()}
         # Ports in spec order: the outputs, then the updated states, then static outputs.
         for port, value in [*tensors.items(), *updated.items(), *constants.items()]:
-            _check_name(f"output of node {node!r}", port)
+            check_name(f"output of node {node!r}", port)
             if port in nodes:
                 raise GraphError(
                     f"node {node!r}: output {port!r} is declared twice at {where}; give each "
@@ -284,13 +253,9 @@ class Recording:
         trace.close(nodes, values, export_with)
         sources.remember_outputs(trace, in_place)
         trace.backend_params = dict(backend_params or {})
-        del self.open[node]
-        runs = self.runs[node]
-        if runs:
-            reruns.check_rerun(runs[0], trace)
-        else:
-            self.order.append(node)
-        runs.append(trace)
+        if self.runs[node]:
+            reruns.check_rerun(self.runs[node][0], trace)
+        self._closed(node, trace)
         if self.max_cached_io is not None and trace.run >= self.max_cached_io:
             trace.input_examples, trace.output_examples = {}, {}  # beyond max_cached_io
         if self.verbose:
@@ -327,7 +292,7 @@ class Recording:
     # ------------------------------------------------------------------------ the end
     def stop(self) -> None:
         """End recording: annotations are no-ops again, the crossing patches removed."""
-        where = ", ".join(f"{t.node!r} (opened at {t.location})" for t in self.open.values())
+        unclosed = self._unclosed()
         self.discard()
         for runs in self.runs.values():
             for trace in runs:
@@ -336,11 +301,8 @@ class Recording:
         unknown = sorted(self.non_traced - set(self.runs))
         if unknown:
             logger.warning("leapp.start(non_traced=%s): no node of that name ran", unknown)
-        if where:
-            raise SessionError(
-                f"leapp.stop(): node(s) {where} never closed. Call "
-                "annotate.output_tensors(<node>, {...}) for every node you open."
-            )
+        if unclosed is not None:
+            raise unclosed
 
     def discard(self) -> None:
         """End recording and release every open run (its adopted tensors and module buffers);
@@ -351,18 +313,6 @@ class Recording:
         for trace in self.open.values():
             trace.release_adopted()
         self.open.clear()
-
-
-def _check_name(what: str, name: Any) -> None:
-    if not isinstance(name, str) or not _NAME.match(name):
-        suggestion = re.sub(r"[^A-Za-z0-9_]", "_", str(name)).strip("_") or "name"
-        if not suggestion[0].isalpha():
-            suggestion = f"n_{suggestion}"
-        raise GraphError(
-            f"{what} name {name!r} is not valid: use letters, digits and underscores, starting "
-            f"with a letter (e.g. {suggestion!r}); names become file names, ONNX port names and "
-            "ROS topic names."
-        )
 
 
 def _check_backend(node: str, export_with: Any) -> Any:
