@@ -46,6 +46,7 @@ from torch.utils import _pytree as pytree
 from leapp.errors import LeappError, TraceError
 from leapp.trace.location import user_location
 from leapp.trace.scripts.script_replay import replay
+from leapp.trace.scripts.size_reads import constant_sizes
 from leapp.trace.tensors.extensions import EXTENSIONS
 from leapp.trace.tensors.handover import outside_nodes
 from leapp.trace.tensors.operation import Operation, script_name
@@ -112,7 +113,8 @@ def call(trace: NodeTrace, func: Any, args: tuple, kwargs: dict) -> Any:
     positions = [i for i, leaf in enumerate(flat) if isinstance(leaf, torch.Tensor)]
     paths = [p for p, held in attributes.items() if not (held.is_parameter or held.in_container)]
     try:
-        graph = _dry_run(what, _plain_callable(func), flat, spec, positions, owner, paths)
+        held = [held.tensor for held in attributes.values()]
+        graph = _dry_run(what, _plain_callable(func), flat, spec, positions, owner, paths, held)
     finally:
         written, refused = _restore(owner, attributes, scalars)
     if refused:
@@ -142,8 +144,10 @@ def next_states(trace: NodeTrace) -> dict[str, TracedTensor]:
 
 
 # ----------------------------------------------------------------------------- dry run
-def _dry_run(what, func, flat, spec, positions, owner, paths) -> fx.GraphModule:
-    """The ATen graph of one call on plain copies; it returns ``(outputs, attributes after)``."""
+def _dry_run(what, func, flat, spec, positions, owner, paths, held) -> fx.GraphModule:
+    """The ATen graph of one call on plain copies; it returns ``(outputs, attributes after)``.
+    Sizes the script reads through tensors are constants (:mod:`.size_reads`); ``held`` are
+    the module's tensors, which never are."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     def run(*tensors):
@@ -154,7 +158,10 @@ def _dry_run(what, func, flat, spec, positions, owner, paths) -> fx.GraphModule:
         return func(*args, **kwargs), [_get(owner, path) for path in paths]
 
     try:
-        graph = make_fx(run, pre_dispatch=True)(*[_plain_copy(flat[i]) for i in positions])
+        # TorchScript's optimizing executor rewrites a script after its first calls (slices
+        # folded, detach inserted): unoptimized, every tick records the same operations.
+        with constant_sizes(held), torch.jit.optimized_execution(False):
+            graph = make_fx(run, pre_dispatch=True)(*[_plain_copy(flat[i]) for i in positions])
     except Exception as e:
         raise _dry_run_error(what, run, [_plain_copy(flat[i]) for i in positions], e) from e
     logger.debug("%s: %d operations", what, len(graph.graph.nodes))
