@@ -53,13 +53,18 @@ def recorders(graph: GraphUnderTest, topic: str) -> int:
     return sum(info.node_name.startswith("leapp_recorder") for info in infos)
 
 
-def wait_for_recorders(graph: GraphUnderTest, counts: dict[str, int], timeout_s=30.0) -> None:
-    """Until ``counts[topic]`` recorders subscribe to each topic."""
+def wait_for_recorders(
+    graph: GraphUnderTest, counts: dict[str, int], processes: list, timeout_s=30.0
+) -> None:
+    """Until ``counts[topic]`` recorders subscribe to each topic (failing at once, with its
+    output, when a recorder process ended)."""
     deadline = time.monotonic() + timeout_s
     while True:
         waiting = [topic for topic, count in counts.items() if recorders(graph, topic) < count]
         if not waiting:
             break
+        for process in processes:
+            assert process.poll() is None, f"a recorder ended: {process.communicate()[0]}"
         assert time.monotonic() < deadline, f"the recorders never subscribed to {waiting}"
         graph.spin(0.05)
     graph.spin(0.5)  # for the graph's publishers to match the recorders too
@@ -89,7 +94,7 @@ def recorded(tmp_path_factory):
         try:
             counts = {topic: 1 for topic, _ in graph.plan.topics()}
             counts.update({graph.plan.resolve(topic): 2 for topic in PARTIAL})
-            wait_for_recorders(graph, counts)
+            wait_for_recorders(graph, counts, [recorder, timed])
             generator = torch.Generator().manual_seed(4)
             for _ in range(TICKS):
                 graph.step(
