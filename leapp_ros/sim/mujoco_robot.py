@@ -5,8 +5,9 @@ graph's plan before anything runs (:class:`~leapp_ros.sim.sim_map.SimMapError` n
 joint, body or topic). Each control tick, :meth:`SimulatedRobot.sensor_messages` gives the CDR
 bytes of every graph input topic (``sensor_msgs/JointState``: the joints' positions,
 velocities and last torques under their MJCF names; ``sensor_msgs/Imu``: the ``imu`` body's
-orientation, angular velocity in its own frame and ``mj_objectAcceleration``'s linear
-acceleration; ``geometry_msgs/Twist`` or ``TwistStamped``: ``command_velocity``), stamped with
+orientation, angular velocity in its own frame and what an accelerometer at its origin reads
+(the change of its velocity over the last control tick, less gravity);
+``geometry_msgs/Twist`` or ``TwistStamped``: ``command_velocity``), stamped with
 the simulated time. :meth:`SimulatedRobot.act` takes the command (position targets, turned into
 torques by the map's PD gains at every physics step, or torques) and steps the physics
 ``decimation`` times; then the base's height and tilt tell whether it fell, and its velocity
@@ -130,6 +131,7 @@ class SimulatedRobot:
         mujoco.mj_forward(model, self.data)
         self._torque = np.zeros(count)
         self._target: np.ndarray | None = None
+        self._imu_reading: tuple[np.ndarray | None, float] = (None, 0.0)  # velocity, time
 
     # --- checks against the model and the graph ------------------------------------------
 
@@ -210,22 +212,39 @@ class SimulatedRobot:
             message.effort = np.array([effort.get(joint, 0.0) for joint in self.joints], "<f8")
         elif kind == IMU:
             message.header.frame_id = self.model.body(self._imu).name
-            velocity, acceleration = np.zeros(6), np.zeros(6)
+            velocity = np.zeros(6)
             body = mujoco.mjtObj.mjOBJ_BODY
             mujoco.mj_objectVelocity(self.model, data, body, self._imu, velocity, 1)
-            mujoco.mj_rnePostConstraint(self.model, data)
-            mujoco.mj_objectAcceleration(self.model, data, body, self._imu, acceleration, 1)
             w, x, y, z = data.xquat[self._imu]
             q = message.orientation
             q.x, q.y, q.z, q.w = float(x), float(y), float(z), float(w)
             _set(message.angular_velocity, velocity[:3])
-            _set(message.linear_acceleration, acceleration[3:])
+            _set(message.linear_acceleration, self._proper_acceleration())
         else:
             twist = message.twist if kind == TWIST_STAMPED else message
             linear, angular = self._commanded_velocity()
             _set(twist.linear, linear)
             _set(twist.angular, angular)
         return cdr.write(message, fields)
+
+    def _proper_acceleration(self) -> np.ndarray:
+        """What an accelerometer at the Imu body's origin reads, in the body's frame: the change
+        of the origin's velocity since the last reading (0 before), less gravity."""
+        mujoco, data = self._mujoco, self.data
+        velocity = np.zeros(6)
+        mujoco.mj_objectVelocity(
+            self.model, data, mujoco.mjtObj.mjOBJ_BODY, self._imu, velocity, 0
+        )
+        # the velocity is the body's centre of mass's: move it to the body's origin
+        offset = data.xpos[self._imu] - data.xipos[self._imu]
+        linear = velocity[3:] + np.cross(velocity[:3], offset)
+        elapsed = data.time - self._imu_reading[1]
+        acceleration = np.zeros(3)
+        if self._imu_reading[0] is not None and elapsed > 0:
+            acceleration = (linear - self._imu_reading[0]) / elapsed
+        self._imu_reading = (linear, data.time)
+        rotation = data.xmat[self._imu].reshape(3, 3)
+        return rotation.T @ (acceleration - self.model.opt.gravity)
 
     def _commanded_velocity(self) -> tuple[np.ndarray, np.ndarray]:
         command = np.asarray(self.map.command_velocity or (0.0, 0.0, 0.0), np.float64)

@@ -22,7 +22,8 @@
 Every key but ``command`` is optional. What is published each tick follows from the graph's
 input topics: a ``sensor_msgs/JointState`` topic gets the joints' positions and velocities
 (and the last torques as effort) under their MJCF names, a ``sensor_msgs/Imu`` topic the
-``imu`` body's angular velocity (in the body frame), orientation and proper acceleration, a
+``imu`` body's angular velocity (in the body frame), orientation and proper acceleration (over
+the last tick), a
 ``geometry_msgs/Twist`` (or ``TwistStamped``) topic ``command_velocity``. :func:`load_map`
 checks the file against the model and the plan together and raises :class:`SimMapError`
 naming the key, joint, body or topic that does not fit, and what to write instead.
