@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file
 
 import leapp
 from leapp import annotate
@@ -88,16 +89,18 @@ def test_a_numpy_output_handed_over_as_a_tensor_is_an_edge_in_a_dry_run(tmp_path
     assert leapp.compile_graph().spec.pipeline.data_flow == {"a/obs": ("b/obs",)}
 
 
-def test_a_module_buffer_the_forward_reassigns_is_a_state_in_a_dry_run(tmp_path):
+def test_module_buffers_the_forward_reassigns_or_writes_are_states_in_a_dry_run(tmp_path):
     class Memory(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.register_buffer("h", torch.zeros(3))
+            self.register_buffer("count", torch.zeros(1))
             self.register_buffer("scale", torch.ones(3))
 
         def forward(self, x):
             self.h = self.h * 0.5 + x * self.scale
-            return self.h * 2
+            self.count.add_(1.0)
+            return self.h * self.count
 
     model = Memory()
     buffers = dict(model.named_buffers())
@@ -107,9 +110,15 @@ def test_a_module_buffer_the_forward_reassigns_is_a_state_in_a_dry_run(tmp_path)
     annotate.output_tensors("policy", {"y": model(x)})
     leapp.stop()
     assert model.scale is buffers["scale"] and type(model.h) is torch.Tensor
-    pipeline = leapp.compile_graph().spec.pipeline
-    assert pipeline.feedback_flow == {"policy/h": ("policy/h",)}
-    assert pipeline.inputs == {"policy": ("x",)}
+    spec = leapp.compile_graph().spec
+    assert spec.pipeline.feedback_flow == {
+        "policy/h": ("policy/h",),
+        "policy/count": ("policy/count",),
+    }
+    assert spec.pipeline.inputs == {"policy": ("x",)}
+    initial = load_file(str(spec.directory / spec.pipeline.initial_values))
+    assert torch.equal(initial["policy/count"], torch.zeros(1))  # its value before forward
+    assert torch.equal(initial["policy/h"], torch.zeros(3))
 
 
 def test_compile_graph_dry_run_keeps_the_recorded_graph_and_writes_no_artifact(tmp_path):

@@ -57,7 +57,8 @@ class DryRun:
         self.state_updates: dict[str, tuple[None, Any]] = {}
         self.input_semantics: dict[str, dict[str, Any]] = {}
         self.output_semantics: dict[str, dict[str, Any]] = {}
-        self.modules: list[tuple[str, Any, str, Any, int]] = []  # annotate.module's buffers
+        # annotate.module's buffers: (port, owner, attribute, buffer, version, value then)
+        self.modules: list[tuple[str, Any, str, Any, int, torch.Tensor]] = []
 
 
 class DryRecording(SessionRuns):
@@ -134,7 +135,8 @@ class DryRecording(SessionRuns):
         """Remember ``model``'s buffers; those changed when the node closes are states."""
         run = self._open_run("module", node)
         for port, (_, owner, attr, buffer) in module_buffers(run, model, buffer_names).items():
-            run.modules.append((port, owner, attr, buffer, buffer._version))
+            first = _example(node, port, buffer)  # its value now: the state's initial value
+            run.modules.append((port, owner, attr, buffer, buffer._version, first))
 
     def output_tensors(
         self,
@@ -149,10 +151,10 @@ class DryRecording(SessionRuns):
         """Close the node: its outputs (then updated states, then constants) are published."""
         run = self._open_run("output_tensors", node)
         changed = {}
-        for port, owner, attr, buffer, version in run.modules:
+        for port, owner, attr, buffer, version, first in run.modules:
             now = getattr(owner, attr)
-            if now is not buffer or buffer._version != version:
-                self.input_tensors(node, {port: buffer}, state=True)
+            if now is not buffer or buffer._version != version:  # reassigned or written
+                self.input_tensors(node, {port: first}, state=True)
                 changed[port] = now
         if changed:
             self.update_state(node, changed)
