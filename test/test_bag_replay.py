@@ -141,6 +141,72 @@ def test_a_timed_recording_of_chosen_topics_into_sqlite3_ends_by_itself(recorded
     assert all(contents.count(topic) == TICKS for topic in contents.types), contents.types
 
 
+def installed_type_hash(message_type: str) -> str:
+    """The RIHS01 hash of ``message_type`` in the installed ROS 2 package's type description
+    (what rosbag2 and DDS compare a bag's types with)."""
+    import json
+
+    from ament_index_python.packages import get_package_share_directory
+
+    package, _, name = message_type.split("/")
+    description = Path(get_package_share_directory(package)) / "msg" / f"{name}.json"
+    hashes = json.loads(description.read_text(encoding="utf-8"))["type_hashes"]
+    return next(h["hash_string"] for h in hashes if h["type_name"] == message_type)
+
+
+def test_recorded_bags_read_the_same_with_independent_readers_and_carry_the_installed_types(
+    recorded,
+):
+    """Not only rosbags reads what it wrote: MCAP's reference library (the ros2 profile,
+    ros2msg schemas, CDR messages, decoded by its own ROS 2 decoder) and SQLite3 itself
+    (rosbag2's tables) find every message, equal to rclpy's reading of the same bytes; the
+    metadata has what rosbag2 reads (version 8), and each topic's type hash is the installed
+    ROS 2 package's."""
+    import sqlite3
+
+    import yaml
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+    from rclpy.serialization import deserialize_message
+    from std_msgs.msg import Float32MultiArray
+
+    contents = read_bag(recorded.bag)
+    expected = [(m.topic, list(deserialize_message(m.data, Float32MultiArray).data))
+                for m in contents.messages]  # fmt: skip
+    information = yaml.safe_load((recorded.bag / "metadata.yaml").read_text())
+    information = information["rosbag2_bagfile_information"]
+    assert information["version"] == 8 and information["storage_identifier"] == "mcap"
+    assert information["message_count"] == len(expected) == 4 * TICKS
+    (path,) = information["relative_file_paths"]
+    with open(recorded.bag / path, "rb") as stream:
+        reader = make_reader(stream, decoder_factories=[DecoderFactory()])
+        assert reader.get_header().profile == "ros2"
+        summary = reader.get_summary()
+        for channel in summary.channels.values():
+            schema = summary.schemas[channel.schema_id]
+            assert (channel.message_encoding, schema.encoding) == ("cdr", "ros2msg")
+            assert schema.name == contents.types[channel.topic]
+        found = [
+            (c.topic, list(decoded.data)) for _, c, _, decoded in reader.iter_decoded_messages()
+        ]
+    assert sorted(found) == sorted(expected)
+    for entry in information["topics_with_message_count"]:
+        topic = entry["topic_metadata"]
+        assert entry["message_count"] == contents.count(topic["name"]) == TICKS
+        assert topic["type_description_hash"] == installed_type_hash(topic["type"])
+
+    (database,) = recorded.partial.glob("*.db3")
+    with sqlite3.connect(database) as connection:
+        topics = dict(connection.execute("SELECT id, name FROM topics"))
+        rows = connection.execute("SELECT topic_id, data FROM messages ORDER BY timestamp")
+        stored = [
+            (topics[i], list(deserialize_message(d, Float32MultiArray).data)) for i, d in rows
+        ]
+    partial = [(topic, values) for topic, values in expected if topic in set(topics.values())]
+    assert sorted(topics.values()) == sorted(recorded.graph.plan.resolve(t) for t in PARTIAL)
+    assert sorted(stored) == sorted(partial)
+
+
 def test_a_recorded_bag_replays_with_no_mismatch_against_leapp_pipeline_and_itself(recorded):
     for against in ("pipeline", "recorded"):
         report = recorded.graph.replay(recorded.bag, against=against)
