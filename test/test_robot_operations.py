@@ -122,6 +122,8 @@ class Inputs:
         expected = self.send()
         pair = self.last_sent
         stale, self._late = self._late, None
+        if stale is not None and torch.allclose(stale, expected, rtol=1e-5, atol=1e-5):
+            stale = None  # (both clamped alike: a duplicate would be this step's answer too)
 
         def answered():
             fresh = [c for c in self.commands()[before:] if not is_safe(c)]
