@@ -33,7 +33,9 @@ from leapp_ros.testing import GraphUnderTest, ros_env
 from leapp_ros.tools.cli import main
 
 TICKS = 8
-DURATION_S = 4  # the timed recorder's --duration: it starts, subscribes, records every tick
+# the timed recorder's --duration: long enough for it to start, subscribe and record every tick
+# on a loaded machine (at 4 s a slow CI run cut it off inside the seventh tick)
+DURATION_S = 12
 PARTIAL = ("preprocess/state", "policy/action")  # the timed recorder's --topics
 ROBOT_TICKS = 6
 JOINTS = ["hip_l", "knee_l", "ankle_l", "hip_r", "knee_r", "ankle_r"]
@@ -91,6 +93,7 @@ def recorded(tmp_path_factory):
         recorder = start("--out", str(bag))
         timed = start("--out", str(partial), "--storage", "sqlite3", "--duration",
                       str(DURATION_S), "--topics", *PARTIAL)  # fmt: skip
+        started = time.monotonic()
         try:
             counts = {topic: 1 for topic, _ in graph.plan.topics()}
             counts.update({graph.plan.resolve(topic): 2 for topic in PARTIAL})
@@ -104,6 +107,7 @@ def recorded(tmp_path_factory):
                     }
                 )
             graph.spin(0.3)
+            stepped_s = time.monotonic() - started
             recorder.send_signal(signal.SIGINT)
             output, _ = recorder.communicate(timeout=30)
             timed_output, _ = timed.communicate(timeout=DURATION_S + 30)
@@ -114,6 +118,7 @@ def recorded(tmp_path_factory):
         yield SimpleNamespace(
             seed=seed, bag=bag, graph=graph, code=recorder.returncode, output=output,
             folder=folder, partial=partial, timed_code=timed.returncode, timed_output=timed_output,
+            stepped_s=stepped_s,
         )  # fmt: skip
 
 
@@ -138,7 +143,11 @@ def test_a_timed_recording_of_chosen_topics_into_sqlite3_ends_by_itself(recorded
     assert list(recorded.partial.glob("*.db3")), list(recorded.partial.iterdir())
     contents = read_bag(recorded.partial)
     assert sorted(contents.types) == sorted(recorded.graph.plan.resolve(t) for t in PARTIAL)
-    assert all(contents.count(topic) == TICKS for topic in contents.types), contents.types
+    counts = {topic: contents.count(topic) for topic in contents.types}
+    assert all(count == TICKS for count in counts.values()), (
+        f"{counts} of {TICKS} ticks; the last tick was answered {recorded.stepped_s:.1f} s after "
+        f"the timed recorder ({DURATION_S} s) started"
+    )
 
 
 def installed_type_hash(message_type: str) -> str:
