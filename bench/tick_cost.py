@@ -1,6 +1,6 @@
 """What one tick of a node costs against the sum of its parts, with no middleware wake.
 
-    python bench/tick_cost.py [--samples N] [--rounds R]
+    python bench/tick_cost.py [--samples N] [--rounds R] [--idle-ms MS]
 
 bench/ros_latency.py's floors add the model calls at what they cost in a loop of their own. This
 bench shows how much of the gap between a graph and those floors has nothing to do with ROS
@@ -21,6 +21,11 @@ more than each in a loop of its own (the caches, TLBs and branch predictors each
 cold again when its turn comes); no graph that makes those calls per message can reach a floor
 that adds them at their hot-loop cost. The parts of the fused tick leave out its bookkeeping
 (arrival times, pending inputs, counters), so its ratio is an upper bound.
+
+With ``--idle-ms MS`` each call is made instead the way a node at a steady rate makes it: on a
+thread woken by another one after the process idled ``MS`` milliseconds (2: one period at
+500 Hz, the rate of bench/ros_latency.py's CPU figure; bare_calls.time_handed_over), each part
+on its own wake too, so the parts' sum counts the wake-up's cold start once per part.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bare_calls import time_interleaved
+from bare_calls import time_handed_over, time_interleaved
 from hand_written_nodes import load_calls, make_hand_written_node, single_of
 from ros_latency import export_seed, parameters
 
@@ -125,6 +130,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=20000, help="timed calls of each")
     parser.add_argument("--rounds", type=int, default=20, help="alternating rounds of them")
+    parser.add_argument(
+        "--idle-ms", type=float, default=0.0, help="idle before each call, on a woken thread"
+    )
     args = parser.parse_args(argv)
 
     import rclpy
@@ -164,12 +172,20 @@ def main(argv: list[str] | None = None) -> None:
             **{f"leapp fused node: {label}": call for label, call in fused_each.items()},
             **{f"hand-written node: {label}": call for label, call in hand_each.items()},
         }
-        timings = time_interleaved(calls, args.samples, args.rounds)
+        if args.idle_ms > 0:  # each wake costs the idle time: fewer samples
+            samples = max(100, args.samples // 20)
+            timings = time_handed_over(calls, samples, idle_s=args.idle_ms / 1000.0)
+        else:
+            timings = time_interleaved(calls, args.samples, args.rounds)
         fused.destroy_node()
         hand.destroy_node()
     context.try_shutdown()
 
-    print("one tick of the seed pipeline's node, callbacks called directly (no middleware wake)")
+    how = f"after {args.idle_ms:g} ms idle, on a woken thread" if args.idle_ms > 0 else "in loops"
+    print(
+        "one tick of the seed pipeline's node, callbacks called directly (no middleware wake), "
+        + how
+    )
     print(f"  {'median / p99 (us)':<66}{'median':>9} {'p99':>9}")
     for tick, each in ((FUSED_TICK, fused_each), (HAND_TICK, hand_each)):
         owner = tick.split(":")[0]
@@ -179,7 +195,8 @@ def main(argv: list[str] | None = None) -> None:
             total += timing.median
             print(f"    {owner + ': ' + label:<64}{timing.median:9.1f} {timing.p99:9.1f}")
         ticked = timings[tick]
-        print(f"    {owner + ': sum of the parts, each in a loop of its own':<64}{total:9.1f}")
+        each_own = "on a wake of its own" if args.idle_ms > 0 else "in a loop of its own"
+        print(f"    {owner + ': sum of the parts, each ' + each_own:<64}{total:9.1f}")
         print(
             f"    {tick:<64}{ticked.median:9.1f} {ticked.p99:9.1f}"
             f"   = {ticked.median / total:.2f}x the sum of its parts"

@@ -22,3 +22,11 @@ def test_tick_cost_bench_times_both_ticks_against_their_parts(capsys):
     for part in ("preprocess (TorchScript)", "policy (ONNX)", "both model calls"):
         assert part in printed, printed
     assert re.search(r"leapp fused tick / hand-written tick: \d+\.\d+x", printed), printed
+
+
+def test_tick_cost_bench_with_idle_times_each_call_after_the_idle(capsys):
+    tick_cost.main(["--samples", "200", "--idle-ms", "1"])
+    printed = capsys.readouterr().out
+    assert "after 1 ms idle, on a woken thread" in printed, printed
+    assert len(re.findall(r"sum of the parts, each on a wake of its own", printed)) == 2, printed
+    assert len(re.findall(r"= (\d+\.\d+)x the sum of its parts", printed)) == 2, printed
