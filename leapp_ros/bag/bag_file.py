@@ -46,7 +46,8 @@ class BagError(LeappError):
 
 @dataclass(frozen=True)
 class BagMessage:
-    """One recorded message: its topic, receive time (ns) and CDR bytes."""
+    """One recorded message: its topic, time (ns: when it was sent or received, as the recorder
+    stamped it) and CDR bytes."""
 
     topic: str
     time_ns: int
@@ -155,7 +156,7 @@ class BagWriter:
         self.counts[topic] = 0
 
     def write(self, topic: str, time_ns: int, data: bytes) -> None:
-        """One serialized message of a declared ``topic``, received at ``time_ns``."""
+        """One serialized message of a declared ``topic``, stamped ``time_ns``."""
         self._writer.write(self._connections[topic], time_ns, data)
         self.counts[topic] += 1
 

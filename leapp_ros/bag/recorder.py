@@ -2,10 +2,15 @@
 
 :class:`Recorder` is an rclpy node on a private context (in the domain and discovery range of
 the environment, as ``ros2 bag record``) with one serialized (``raw=True``) subscription per
-topic, writing each message as it arrives, stamped with its receive time. A topic is
-subscribed once its first publisher is discovered, with the QoS those publishers offer
-(reliable when all of them are, else best effort; keep last 100), and that QoS goes into the
-bag's metadata; topics that never had a publisher are in the bag with no messages.
+topic, writing each message as it arrives, stamped with the time its publisher sent it (the
+DDS source timestamp; the receive time where the middleware gives none). The send time keeps
+the order in which the graph's inputs were published: a recorder that wakes with messages of
+several topics waiting takes them one subscription after the other, so their receive times can
+put a tick's second input after the next tick's first, which a replay would read as a tick
+with a superseded input (rosbag2 keeps the send time too, as each message's publish time).
+A topic is subscribed once its first publisher is discovered, with the QoS those publishers
+offer (reliable when all of them are, else best effort; keep last 100), and that QoS goes into
+the bag's metadata; topics that never had a publisher are in the bag with no messages.
 :func:`record` runs it until ``duration_s`` has passed or its ``stop`` event is set (the
 command sets it on SIGINT / SIGTERM), then closes the bag, which is complete from then on.
 """
@@ -109,8 +114,8 @@ class Recorder:
         self.writer.add_topic(topic, kind, offered)
         writer = self.writer
 
-        def on_message(data: bytes, topic: str = topic) -> None:
-            writer.write(topic, time.time_ns(), data)
+        def on_message(data: bytes, info: Any, topic: str = topic) -> None:
+            writer.write(topic, info.get("source_timestamp") or time.time_ns(), data)
 
         self._subscriptions[topic] = self.node.create_subscription(
             message_class(kind), topic, on_message, _qos(reliable), raw=True
