@@ -13,8 +13,11 @@ the run going on past ``--minutes`` while one has still to):
 
 - bad messages: a burst of malformed inputs on both input topics (wrong length, NaN, empty, a
   layout that is not the port's, 200 000 elements; ``--burst-rounds`` times), each in the slot
-  of a tick, every other tick; the nodes must drop them (``dropped`` and ``nonfinite_inputs``
-  of their ``_leapp/status`` records rise) and keep answering;
+  of a tick, one every ``--burst-spacing`` ticks with no tick published between (so that it is
+  the newest message for that many periods: the node inputs keep only the newest, and one
+  period was too short for a node stalled by a loaded machine); the nodes must drop them
+  (``dropped`` and ``nonfinite_inputs`` of their ``_leapp/status`` records rise) and keep
+  answering;
 - kill: SIGKILL to one process (a pipeline node's, alternately, in processes mode; the only
   one otherwise), which the runner restarts;
 - publisher gone: the client destroys its input publishers and creates them again after
@@ -77,6 +80,7 @@ class SoakOptions:
     kills: int = 1
     outages: int = 1
     burst_rounds: int = 3  # each kind of bad message this many times per burst
+    burst_spacing: int = 4  # ticks from one bad message to the next, none published between
     outage_s: float = 1.0
     recovery_timeout_s: float = 30.0
     settle_s: float = 1.0
@@ -343,8 +347,9 @@ class _Soak:
         return True
 
     def _burst(self, fault: Fault) -> Callable[[int, float], bool]:
-        """Bad messages in every other tick's slot (so that each is the newest message for
-        a whole period: the node inputs keep only the newest), then wait for the counters."""
+        """Bad messages one every ``burst_spacing`` ticks, with no tick published between (so
+        that each is the newest message for that many periods: the node inputs keep only the
+        newest), then wait for the counters."""
         kinds = list(BAD_KINDS) * self.options.burst_rounds
         fault.target = f"({len(kinds)} per input topic)"
         for counter in BAD_KINDS.values():  # each kind on both input topics
@@ -352,13 +357,19 @@ class _Soak:
             fault.bad_sent[counter] = sent + 2 * self.options.burst_rounds
         before = self.client.status.totals()
 
+        spacing = self.options.burst_spacing
+        slots = len(kinds) * spacing  # after the fault's first tick: bad or quiet, none normal
+
         def step(tick: int, now: float) -> bool:
-            if kinds:
-                if (tick - fault.first_tick) % 2:
-                    self.client.publish_bad(kinds.pop(0))
-                    self._slot_taken = True
-                    if not kinds:
-                        self._ended(fault, tick, now)
+            offset = tick - fault.first_tick
+            if 0 < offset <= slots:
+                self._slot_taken = True
+                if (offset - 1) % spacing == 0:
+                    self.client.publish_bad(kinds[(offset - 1) // spacing])
+                if offset == slots:  # the last one's quiet slots passed too
+                    self._ended(fault, tick, now)
+                return False
+            if offset <= slots:
                 return False
             if now - (fault.ended_s or now) < _STATUS_WAIT_S:
                 return False
@@ -540,6 +551,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kills", type=int, help="SIGKILLs (default: 1 per 3 minutes)")
     parser.add_argument("--outages", type=int, help="publisher outages (1 per 3 minutes)")
     parser.add_argument("--burst-rounds", type=int, default=3, help="of every kind per burst")
+    parser.add_argument("--burst-spacing", type=int, default=4, metavar="TICKS",
+                        help="from one bad message to the next, no tick between")  # fmt: skip
     parser.add_argument("--outage", type=float, default=1.0, help="seconds without publishers")
     parser.add_argument("--recovery-timeout", type=float, default=30.0, metavar="S")
     parser.add_argument("--settle", type=float, default=1.0, metavar="S",
@@ -557,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
     options = SoakOptions(
         seconds=minutes * 60, rate_hz=args.rate, bursts=count(args.bursts, 1),
         kills=count(args.kills, 3), outages=count(args.outages, 3), outage_s=args.outage,
-        burst_rounds=args.burst_rounds,
+        burst_rounds=args.burst_rounds, burst_spacing=args.burst_spacing,
         recovery_timeout_s=args.recovery_timeout, settle_s=args.settle, warmup=args.warmup,
     )  # fmt: skip
     load = " ".join(f"{value:.2f}" for value in os.getloadavg())
