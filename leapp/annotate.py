@@ -116,7 +116,16 @@ def method(
             call = port_names.bind_inputs(ports, args, kwargs)
             if call is None:  # the arguments do not fit: let Python say why
                 return function(*args, **kwargs)
+            if session.running_method is not None:
+                raise TraceError(
+                    f"annotate.method: node {ports.node!r} is called at {user_location()} "
+                    f"inside the decorated call of node {session.running_method!r}, which is "
+                    'still running: decorated nodes do not nest (NVIDIA LEAPP: "Tracing lock '
+                    f'is already acquired"). Call {ports.node!r} outside it, or drop its '
+                    f"decorator so that its operations belong to {session.running_method!r}."
+                )
             session.open_node(ports.node)
+            session.running_method = ports.node
             try:
                 traced = session.input_tensors(ports.node, call.inputs)
                 call_args, call_kwargs = call.rebuild(traced)
@@ -125,6 +134,8 @@ def method(
             except BaseException:
                 session.abandon(ports.node)
                 raise
+            finally:
+                session.running_method = None
             # Every output may be a constant: a plain tensor the function returned unchanged.
             # Values of other nodes are still refused by the recording.
             session.output_tensors(ports.node, outputs, export_with, list(outputs), backend_params)
@@ -156,6 +167,7 @@ def input_tensors(node: str, tensors: Any) -> Any:
     session = active_session()
     if session is None:
         return payload.given()
+    _outside_decorated_call("input_tensors", node, session)
     traced = session.input_tensors(node, payload.ports, semantics=payload.semantics)
     return payload.restructured(traced)
 
@@ -165,8 +177,10 @@ def state_tensors(node: str, tensors: Any) -> Any:
 
     Pass the current value: the initial value on the first tick, then what the previous tick
     handed to :func:`update_state`. Returns the traced values like :func:`input_tensors`. Each
-    state is an input and an output of the node, wired as a ``feedback_flow`` edge from the node
-    to itself; its first value is saved as the initial value (``<name>_initial_values``). Each
+    state given a next value with :func:`update_state` is an input and an output of the node,
+    wired as a ``feedback_flow`` edge from the node to itself; its first value is saved as the
+    initial value (``<name>_initial_values``). A state never given one is a regular input of
+    the node, fed by the caller every tick, as in NVIDIA LEAPP (warned). Each
     state is one named tensor (a dict, a TensorSemantics or a list of them); a nested
     container is refused.
     """
@@ -174,8 +188,21 @@ def state_tensors(node: str, tensors: Any) -> Any:
     session = active_session()
     if session is None:
         return payload.given()
+    _outside_decorated_call("state_tensors", node, session)
     traced = session.input_tensors(node, payload.ports, state=True, semantics=payload.semantics)
     return payload.restructured(traced)
+
+
+def _outside_decorated_call(api: str, node: str, session: Any) -> None:
+    """Refuse annotating another node inside a decorated call: that call is one node."""
+    running = session.running_method
+    if running is not None and running != node:
+        raise TraceError(
+            f"annotate.{api}({node!r}) at {user_location()} runs inside the decorated call of "
+            f"node {running!r}: the whole call is that one node, so no other node can be "
+            'annotated in it (NVIDIA LEAPP: "Mixing active contexts is not allowed"). '
+            f"Annotate {node!r} before or after the call."
+        )
 
 
 def update_state(node: str, tensors: Any) -> Any:

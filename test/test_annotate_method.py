@@ -316,7 +316,11 @@ def test_numpy_array_arguments_are_inputs(tmp_path):
     )
 
 
-def test_a_decorated_call_inside_another_open_node_is_refused(tmp_path):
+@pytest.mark.parametrize("argument", ["outer's input", "a fresh tensor"])
+def test_a_decorated_call_inside_another_decorated_call_is_refused(tmp_path, argument):
+    """Decorated nodes do not nest (NVIDIA LEAPP refuses it too), whatever the inner call is
+    given: not only a value of the open outer node, a tensor of its own as well."""
+
     @annotate.method()
     def inner(x):
         y = x + 1
@@ -324,10 +328,24 @@ def test_a_decorated_call_inside_another_open_node_is_refused(tmp_path):
 
     @annotate.method()
     def outer(x):
-        z = inner(x) * 2
+        z = inner(x if argument == "outer's input" else torch.ones(2)) * 2 + x
         return z
 
     leapp.start("pipe", save_path=tmp_path)
-    with pytest.raises(leapp.TraceError, match="'outer', which is still open"):
+    with pytest.raises(leapp.TraceError, match="inside the decorated call of node 'outer'"):
         outer(torch.randn(2))
+    leapp.stop()  # neither node is left open
+    with pytest.raises(leapp.GraphError, match="recorded no nodes"):
+        leapp.compile_graph()  # neither call was recorded
+
+
+def test_annotating_another_node_inside_a_decorated_call_is_refused(tmp_path):
+    @annotate.method()
+    def policy(x):
+        annotate.input_tensors("rogue", {"y": torch.randn(3)})
+        return x * 2
+
+    leapp.start("pipe", save_path=tmp_path)
+    with pytest.raises(leapp.TraceError, match=r"input_tensors\('rogue'\).*node 'policy'"):
+        policy(torch.randn(3))
     leapp.stop()  # neither node is left open

@@ -69,28 +69,41 @@ def counter_tick(x, h):
     return y, h
 
 
-def test_a_state_never_updated_passes_through_unchanged(tmp_path):
-    h = torch.full((3,), 0.5)
+def test_a_state_never_updated_is_a_regular_input_of_the_node_as_in_leapp(tmp_path, caplog):
+    """NVIDIA LEAPP feeds back only the states given to update_state: a state declared without
+    one is a plain input the caller feeds every tick (no feedback edge, no initial value),
+    with a warning. The traced state handed back on the next tick stays that input."""
     leapp.start("pass", save_path=tmp_path)
-    state = h
-    for _ in range(3):
-        _, state = counter_tick(torch.randn(3), state)  # the traced state, handed on
+    state = torch.full((3,), 0.5)
+    with caplog.at_level(logging.WARNING, logger="leapp"):
+        for _ in range(3):
+            _, state = counter_tick(torch.randn(3), state)  # the traced state, handed on
+    warned = [
+        r.getMessage() for r in caplog.records if "never given a next value" in r.getMessage()
+    ]
+    assert len(warned) == 1 and "['h']" in warned[0], warned
     leapp.stop()
     compiled, pipeline = compile_and_load()
-    assert compiled.spec.pipeline.feedback_flow == {"n/h": ("n/h",)}
-    assert [p.name for p in compiled.spec.model("n").outputs] == ["y", "h"]
-    for _ in range(5):
-        x = torch.randn(3)
-        out = pipeline.step({"n/x": x})
-        torch.testing.assert_close(out["n/y"], x + 0.5)
-        torch.testing.assert_close(out["n/h"], h)
+    assert compiled.spec.pipeline.feedback_flow == {}
+    assert compiled.spec.pipeline.inputs == {"n": ("x", "h")}
+    assert [p.name for p in compiled.spec.model("n").outputs] == ["y"]
+    assert [p.name for p in compiled.spec.model("n").inputs] == ["x", "h"]
+    for _ in range(5):  # fresh inputs, the state's included: whatever the caller gives
+        x, h = torch.randn(3), torch.randn(3)
+        out = pipeline.step({"n/x": x, "n/h": h})
+        assert set(out) == {"n/y"}
+        torch.testing.assert_close(out["n/y"], x + h)
 
 
-def test_a_state_never_updated_whose_value_changes_between_runs_is_refused(tmp_path):
+def test_a_state_never_updated_may_change_between_runs_as_any_input(tmp_path):
     leapp.start("p", save_path=tmp_path)
     counter_tick(torch.randn(3), torch.zeros(3))
-    with pytest.raises(GraphError, match=r"state 'h' is never given a next value.*run 1"):
-        counter_tick(torch.randn(3), torch.ones(3))
+    counter_tick(torch.randn(3), torch.ones(3))
+    leapp.stop()
+    compiled, pipeline = compile_and_load()
+    assert compiled.spec.pipeline.inputs == {"n": ("x", "h")}
+    x, h = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(pipeline.step({"n/x": x, "n/h": h})["n/y"], x + h)
 
 
 # -------------------------------------------------------------- c. and d. state rules

@@ -30,6 +30,7 @@ import torch
 
 from leapp.errors import GraphError, PortTypeError
 from leapp.trace.location import user_location
+from leapp.trace.pipeline import states
 from leapp.trace.pipeline.buffers import module_buffers
 from leapp.trace.pipeline.runs import SessionRuns, check_name
 from leapp.trace.tensors.recorder import PortSource
@@ -158,8 +159,7 @@ class DryRecording(SessionRuns):
                 changed[port] = now
         if changed:
             self.update_state(node, changed)
-        for port in run.state_ports:  # never updated: passes through (as a recording does)
-            run.state_updates.setdefault(port, (None, run.input_examples[port]))
+        states.unupdated_as_inputs(run)  # never updated: regular inputs, as recorded
         constants = dict(static_outputs) if isinstance(static_outputs, Mapping) else {}
         updated = {port: value for port, (_, value) in run.state_updates.items()}
         for port, value in [*tensors.items(), *updated.items(), *constants.items()]:

@@ -224,7 +224,7 @@ class Recording(SessionRuns):
         changed.update(script_calls.next_states(trace))  # tensors TorchScript code wrote
         if changed:
             self.update_state(node, changed)
-        states.pass_through(trace, self.runs[node])
+        states.unupdated_as_inputs(trace)
         nodes: dict[str, Any] = {}
         values: dict[str, Any] = {}
         updated = {port: value for port, (_, value) in trace.state_updates.items()}

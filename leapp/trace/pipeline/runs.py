@@ -46,6 +46,7 @@ class SessionRuns:
         self.runs: dict[str, list[Any]] = {}
         self.order: list[str] = []  # nodes in the order their first run closed
         self.open: dict[str, Any] = {}
+        self.running_method: str | None = None  # the node whose decorated call is running
         self._new_run = new_run
 
     def cached_runs(self, node: str) -> list[Any]:

@@ -134,6 +134,9 @@ def _published(trace: NodeTrace, port: str, value: Any) -> PortSource | None:
     for name, (state_node, _) in owner.state_updates.items():  # a state output's own value
         if state_node is node:
             return PortSource(owner.node, name, owner.run)
+    for name, placeholder in owner.inputs.items():  # an input of the owner, handed on as it is
+        if placeholder is node:  # fed as that input was: by an output, or from outside (None)
+            return owner.input_sources.get(name)
     raise TraceError(
         f"node {trace.node!r}: input {port!r} at {where} was computed inside node "
         f"{owner.node!r} but is not one of its published outputs; add it to "

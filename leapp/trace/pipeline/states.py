@@ -2,10 +2,9 @@
 
 A state is an input of the node and an output of the same name, wired as a ``feedback_flow``
 edge from the node to itself. :func:`check_update` refuses a next value that cannot replace the
-state (another shape or dtype); :func:`pass_through` gives a state the run never updated its own
-input as next value (NVIDIA LEAPP's ``update_state`` is optional: the state keeps its value),
-and refuses it when the recorded runs show that the value did change between ticks: then it
-is an input, not a state.
+state (another shape or dtype); :func:`unupdated_as_inputs` makes a state the run never gave a
+next value a regular input of the node, as NVIDIA LEAPP does (only states given to
+``update_state`` are fed back), with a warning on the node's first run.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from leapp.errors import GraphError
 if TYPE_CHECKING:
     from leapp.trace.tensors.recorder import NodeTrace
 
-__all__ = ["check_update", "pass_through"]
+__all__ = ["check_update", "unupdated_as_inputs"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,26 +38,21 @@ def check_update(trace: NodeTrace, port: str, value: Any, where: str) -> None:
         )
 
 
-def pass_through(trace: NodeTrace, previous: list[NodeTrace]) -> None:
-    """Every state of ``trace`` not updated keeps its input value as its next value."""
-    for port in trace.state_ports:
-        if port in trace.state_updates:
-            continue
-        example = trace.input_examples[port]
-        last = previous[-1].input_examples.get(port) if previous else None
-        if last is not None and not torch.equal(last, example):
-            raise GraphError(
-                f"node {trace.node!r}: state {port!r} is never given a next value with "
-                f"annotate.update_state, so the export keeps it unchanged, but run "
-                f"{trace.run} (at {trace.location}) declared it with another value than run "
-                f"{previous[-1].run}. Call annotate.update_state({trace.node!r}, {{{port!r}: "
-                "next}}) before annotate.output_tensors, or declare it with "
-                "annotate.input_tensors if it comes from outside the node."
-            )
-        logger.debug(
-            "node %r: state %r is not updated; it passes through unchanged", trace.node, port
-        )
-        trace.state_updates[port] = (trace.inputs[port], example)
+def unupdated_as_inputs(trace: NodeTrace) -> None:
+    """Every state of ``trace`` not given a next value becomes a regular input of the node
+    (no feedback edge, no initial value: the caller feeds it every tick)."""
+    unupdated = [port for port in trace.state_ports if port not in trace.state_updates]
+    if not unupdated:
+        return
+    if trace.run == 0:
+        logger.warning(
+            "node %r: state(s) %s never given a next value with annotate.update_state are "
+            "regular inputs of the node, fed by the caller every tick, as in NVIDIA LEAPP; "
+            "give each its next value with annotate.update_state(%r, {...}) to feed it back",
+            trace.node, unupdated, trace.node,
+        )  # fmt: skip
+    for port in unupdated:
+        trace.state_ports.remove(port)
 
 
 def _describe(value: torch.Tensor) -> str:
