@@ -369,7 +369,8 @@ def mirror_leapp_tags(source: Any, target: Any) -> Any:
     :class:`~leapp.TraceError` is raised. A torch ``target`` is marked in place and returned;
     a NumPy ``target`` comes back as a traced array sharing its memory. Handing the result to
     another node's :func:`input_tensors` then records the edge ``source`` would have. A plain
-    ``source`` leaves ``target`` plain. Outside a session ``target`` is returned unchanged.
+    ``source`` leaves ``target`` plain (it must still equal it). Outside a session ``target`` is
+    returned unchanged.
     """
     session = active_session()
     if session is None:

@@ -349,6 +349,15 @@ def test_mirror_leapp_tags_refuses_a_different_value(tmp_path):
         annotate.mirror_leapp_tags(y, torch.zeros(2))
 
 
+def test_mirror_leapp_tags_with_a_plain_source_refuses_a_different_value_too(tmp_path):
+    leapp.start("p", save_path=tmp_path)
+    with pytest.raises(TraceError, match=r"target must equal source"):
+        annotate.mirror_leapp_tags(torch.tensor([1.0]), torch.tensor([2.0]))
+    target = torch.ones(2)
+    mirrored = annotate.mirror_leapp_tags(torch.ones(2), target)
+    assert mirrored is target and type(mirrored) is torch.Tensor  # plain stays plain
+
+
 def test_mirror_leapp_tags_outside_a_session_returns_the_target():
     target = torch.zeros(2)
     assert annotate.mirror_leapp_tags(torch.ones(2), target) is target

@@ -74,15 +74,13 @@ def mirror(source: Any, target: Any) -> Any:
     if isinstance(source, (list, tuple)) and isinstance(target, (list, tuple)):
         _check_same(source, target, len(source) == len(target), "the same length")
         return type(target)(mirror(s, t) for s, t in zip(source, target, strict=True))
-    if not is_live(source):
+    if not is_live(source):  # plain: the target stays plain, but must equal it all the same
+        if isinstance(source, (torch.Tensor, np.ndarray)):
+            _check_equal(source, target)
         return target
     if isinstance(source, TracedArray) and derived_from(source) is None:
         tensor_view(source)  # raises when the array's graph value is unknown
-    if not isinstance(target, (torch.Tensor, np.ndarray)):
-        _check_same(source, target, False, "a torch.Tensor or np.ndarray as target")
-    a, b = _plain_tensor(source), _plain_tensor(target)
-    same = a.shape == b.shape and a.dtype == b.dtype and a.device == b.device
-    _check_same(source, target, same and torch.equal(a, b), "equal shape, dtype and values")
+    _check_equal(source, target)
     trace, node = source._leapp_trace, source._leapp_node
     if isinstance(target, np.ndarray):
         target = wrap_array(target, trace, node)
@@ -93,6 +91,14 @@ def mirror(source: Any, target: Any) -> Any:
         target = stand_in(target, source)
     target._leapp_derived = derived_from(source)
     return target
+
+
+def _check_equal(source: Any, target: Any) -> None:
+    if not isinstance(target, (torch.Tensor, np.ndarray)):
+        _check_same(source, target, False, "a torch.Tensor or np.ndarray as target")
+    a, b = _plain_tensor(source), _plain_tensor(target)
+    same = a.shape == b.shape and a.dtype == b.dtype and a.device == b.device
+    _check_same(source, target, same and torch.equal(a, b), "equal shape, dtype and values")
 
 
 def _check_same(source: Any, target: Any, same: bool, what: str) -> None:
