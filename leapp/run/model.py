@@ -14,6 +14,9 @@ the graph executor gives (:mod:`leapp.run.static_runtime` checks it at load), el
 graph executor. The static runtime computes in inference mode, so its outputs are inference
 tensors (as under ``torch.inference_mode()``): read them, convert them, feed them to any other
 computation; ``clone()`` one before updating it in place or using it where autograd records.
+Asked to (``load_model(..., as_numpy=True)``: the ROS nodes, whose values are NumPy arrays
+already), a TorchScript graph of only exact arithmetic and moves of values also runs as NumPy
+with the same results: :attr:`Model.numpy_call` (:mod:`leapp.run.numpy_program`).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class _Runner(NamedTuple):
     call: _Call
     single: _Single | None = None
     grad_free: bool = False
+    numpy_call: Any = None  # the same run as NumPy, where it is exact (leapp.run.numpy_program)
 
 
 _Check = tuple[str, torch.dtype, tuple[int, ...]]  # (port, dtype, shape)
@@ -69,6 +73,7 @@ class Model:
         "backend",
         "inputs",
         "name",
+        "numpy_call",
         "outputs",
         "path",
     )
@@ -80,6 +85,7 @@ class Model:
         call: _Call,
         single: _Single | None = None,
         grad_free: bool = False,
+        numpy_call: Any = None,
     ):
         self.name = model.name
         self.backend = model.parameters.backend
@@ -91,6 +97,9 @@ class Model:
         # returning the one tensor (no list in, no tuple out): what Pipeline.step calls.
         self._single = single
         self._grad_free = grad_free  # see leapp.run.step_code
+        # A list of NumPy arrays in, one array per output out: the same results, where
+        # leapp.run.numpy_program could write the artifact's graph as NumPy (else None).
+        self.numpy_call = numpy_call
         self._checks = tuple(port_check(model.name, port) for port in model.inputs)
 
     def run(self, inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
@@ -128,7 +137,11 @@ class Model:
 
 
 def load_model(
-    spec: Spec, node: str, *, warm_up_inputs: Sequence[torch.Tensor] | None = None
+    spec: Spec,
+    node: str,
+    *,
+    warm_up_inputs: Sequence[torch.Tensor] | None = None,
+    as_numpy: bool = False,
 ) -> Model:
     """Load the artifact of ``node`` (relative to the spec's folder), warmed up and checked.
 
@@ -137,7 +150,9 @@ def load_model(
     the spec lists. They run on ``warm_up_inputs`` (one tensor per input port, such as a traced
     example) when given, else on zeros of the spec's input shapes; zeros are not always valid
     inputs (a Cholesky factorization of a zero matrix fails), so an artifact that raises on
-    zeros is only logged as a warning.
+    zeros is only logged as a warning. ``as_numpy``: try to run a TorchScript artifact as NumPy
+    too (:attr:`Model.numpy_call`; a few milliseconds at load, for callers that hold NumPy
+    arrays: the ROS nodes).
 
     Raises:
         PipelineError: unknown node, a node without artifact (backend null), a missing file,
@@ -173,7 +188,10 @@ def load_model(
             from leapp.run.warp_runtime import load_archive
 
             load_archive(spec, model)
-        runner = loader(path, model, warm_up_inputs)
+        if as_numpy and loader is _load_jit:
+            runner = _load_jit(path, model, warm_up_inputs, as_numpy=True)
+        else:
+            runner = loader(path, model, warm_up_inputs)
     except PipelineError:
         raise
     except Exception as e:
@@ -240,7 +258,10 @@ def _warm_up(model: Model, inputs: Sequence[torch.Tensor] | None) -> None:
     check_outputs(model, results, "zeros of its input shapes" if on_zeros else "its inputs")
 
 
-def _load_jit(path: Path, model: ModelSpec, inputs: Sequence[torch.Tensor] | None) -> _Runner:
+def _load_jit(
+    path: Path, model: ModelSpec, inputs: Sequence[torch.Tensor] | None, as_numpy: bool = False
+) -> _Runner:
+    from leapp.run.numpy_program import numpy_program
     from leapp.run.static_runtime import static_forward
 
     torch.set_num_threads(1)
@@ -257,10 +278,13 @@ def _load_jit(path: Path, model: ModelSpec, inputs: Sequence[torch.Tensor] | Non
     ports = [port_check(model.name, port)[1:] for port in model.inputs]
     static = static_forward(module, forward, ports, inputs, node=model.name)
     run = forward if static is None else static  # the static runtime runs in inference mode
+    numpy_call = (
+        numpy_program(module, forward, ports, inputs, node=model.name) if as_numpy else None
+    )
     returns = [str(value.type) for value in forward.schema.returns]
     if returns == ["Tensor"]:  # one tensor out: no check of the result's type per call
-        return _Runner(lambda values: (run(*values),), run, static is not None)
-    return _Runner(_module_call(run), None, static is not None)
+        return _Runner(lambda values: (run(*values),), run, static is not None, numpy_call)
+    return _Runner(_module_call(run), None, static is not None, numpy_call)
 
 
 def _load_pt2(path: Path, model: ModelSpec, inputs: Sequence[torch.Tensor] | None) -> _Runner:

@@ -116,8 +116,10 @@ class BoundRun:
 class OnnxModel:
     """An ONNX artifact called with one NumPy array per input port (dtype and shape of the
     spec); returns one array per output port. ``name``, ``backend``, ``inputs``, ``outputs``
-    and ``path`` as :class:`leapp.run.model.Model` has them."""
+    and ``path`` as :class:`leapp.run.model.Model` has them. ``reads_only``: ONNX Runtime
+    copies the inputs into its own buffers and never writes into the arrays given."""
 
+    reads_only = True
     __slots__ = (
         "_feed",
         "_outputs",

@@ -111,7 +111,7 @@ class NodeData:
             ),
             checked_outputs=float_ports(node.outputs) if check_nonfinite else (),
             guard=OutputGuard.of(node.name, node.outputs, limits or {}),
-            reads_only=getattr(model, "backend", None) == "onnx",  # ONNX Runtime copies them
+            reads_only=getattr(model, "reads_only", False),
         )
 
     @property

@@ -2,8 +2,15 @@
 
 A node keeps its port values as NumPy arrays (the messages decode into them without copying).
 An ONNX node runs them in ONNX Runtime directly (:mod:`leapp.run.onnx_runner`) and never
-imports torch; a TorchScript or pt2 node wraps them as tensors sharing their memory
-(``torch.from_numpy``) and hands the results back as arrays (``Tensor.numpy``, no copy).
+imports torch; a TorchScript node whose graph NumPy computes exactly (exact arithmetic and
+moves of values: :mod:`leapp.run.numpy_program`, checked at load) runs as NumPy; any other
+TorchScript or pt2 node wraps them as tensors sharing their memory (``torch.from_numpy``) and
+hands the results back as arrays (``Tensor.numpy``, no copy).
+
+``reads_only`` says whether a model leaves its inputs alone, so that a node may hand it
+read-only views of a message's payload (ONNX Runtime copies them into its buffers, a NumPy
+program never writes into them); a TorchScript module may update an input in place, so it
+gets arrays of its own.
 """
 
 from __future__ import annotations
@@ -13,12 +20,29 @@ from typing import Any
 
 from leapp.spec import Spec
 
-__all__ = ["TorchModel", "load_node_model"]
+__all__ = ["NumpyModel", "TorchModel", "load_node_model"]
+
+
+class NumpyModel:
+    """A :class:`leapp.run.model.Model` whose artifact runs as NumPy (``Model.numpy_call``)."""
+
+    __slots__ = ("backend", "call", "model", "name")
+    reads_only = True
+
+    def __init__(self, model: Any):
+        self.model = model
+        self.name = model.name
+        self.backend = model.backend
+        self.call = model.numpy_call  # a list of arrays in, one array per output out
+
+    def __repr__(self) -> str:
+        return f"{self.model!r} as NumPy"
 
 
 class TorchModel:
     """A :class:`leapp.run.model.Model` (jit, pt2) called with NumPy arrays."""
 
+    reads_only = False
     __slots__ = (
         "_call",
         "_from_numpy",
@@ -82,4 +106,5 @@ def load_node_model(spec: Spec, node: str) -> Any:
         return load_onnx(spec, node)
     from leapp.run.model import load_model
 
-    return TorchModel(load_model(spec, node))
+    loaded = load_model(spec, node, as_numpy=True)
+    return TorchModel(loaded) if loaded.numpy_call is None else NumpyModel(loaded)
