@@ -138,6 +138,24 @@ def test_a_numpy_result_of_another_dtype_keeps_torchscript(tmp_path):
     assert got.dtype == torch.float32
 
 
+def int_steps(count):
+    return count * 3 - 1, torch.cat([count, count])[1:5]
+
+
+def test_integer_arithmetic_runs_as_numpy_with_torchs_dtypes(tmp_path):
+    inputs = {"count": torch.arange(4, dtype=torch.int32)}
+    compiled = export_function(tmp_path, int_steps, inputs, "jit")
+    model = load_model(compiled.spec, "node", as_numpy=True)
+    assert model.numpy_call is not None
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        count = rng.integers(-(2**31), 2**31 - 1, size=4, dtype=np.int32)  # overflow wraps
+        got = model.numpy_call([count])
+        want = model.run([torch.from_numpy(count)])
+        for a, b in zip(got, want, strict=True):
+            assert a.dtype == np.int32 and a.tobytes() == b.numpy().tobytes()
+
+
 def test_a_numpy_result_that_differs_in_one_bit_keeps_torchscript(tmp_path, monkeypatch):
     def one_ulp_off(a, b):
         result = np.subtract(a, b)

@@ -173,37 +173,80 @@ def is_safe(command) -> bool:
     return torch.allclose(command, torch.tensor(SAFE), atol=1e-6)
 
 
-def call_service(graph, service_type, name, request, probe=None):
+def call_service(graph, service_type, name, request, probe=None, *, attempts=1, wait_s=10.0):
+    """The answer of service ``name`` to ``request``. A service whose reply path is not yet
+    matched when it answers (right after it appeared: the request can arrive first) loses
+    that reply; ``attempts`` > 1 asks again after ``wait_s`` without one (for idempotent
+    requests only)."""
     probe = probe or graph.probe
     client = probe.node.create_client(service_type, name)
     try:
         probe.spin_until(client.service_is_ready, 20, f"service {name}")
-        future = client.call_async(request)
-        probe.spin_until(future.done, 10, f"the answer of {name}")
-        return future.result()
+        for attempt in range(1, attempts + 1):
+            future = client.call_async(request)
+            try:
+                probe.spin_until(future.done, wait_s, f"the answer of {name}")
+            except AssertionError:
+                client.remove_pending_request(future)
+                if attempt == attempts:
+                    raise
+                continue
+            return future.result()
     finally:
         probe.node.destroy_client(client)
 
 
+TRANSITION_TARGETS = {
+    "configure": "inactive",
+    "activate": "active",
+    "deactivate": "inactive",
+    "cleanup": "unconfigured",
+    "shutdown": "finalized",
+}
+
+
 def lifecycle_service(probe, node: str, transition: str | None = None) -> str:
     """What ``lifecycle`` does, through the lifecycle services themselves (the CLI takes
-    seconds per call): the state's label, or after ``transition`` the new one."""
+    seconds per call): the state's label, or after ``transition`` the new one. A transition
+    whose answer was lost counts when the node is in its target state, else is asked again."""
     from lifecycle_msgs.srv import ChangeState, GetState
+
+    def state() -> str:
+        request = GetState.Request()
+        answer = call_service(
+            None, GetState, f"{node}/get_state", request, probe, attempts=4, wait_s=3.0
+        )
+        return answer.current_state.label
 
     if transition is not None:
         request = ChangeState.Request()
         request.transition.label = transition
-        answer = call_service(None, ChangeState, f"{node}/change_state", request, probe)
-        assert answer.success, f"{node}: transition {transition} refused"
-    state = call_service(None, GetState, f"{node}/get_state", GetState.Request(), probe)
-    return state.current_state.label
+        for attempt in range(3):
+            try:
+                answer = call_service(
+                    None, ChangeState, f"{node}/change_state", request, probe, wait_s=5.0
+                )
+            except AssertionError:
+                if state() == TRANSITION_TARGETS.get(transition):
+                    break  # it happened; only its answer was lost
+                if attempt == 2:
+                    raise
+                continue
+            assert answer.success, f"{node}: transition {transition} refused"
+            break
+    return state()
 
 
 def enable(graph, on: bool):
     from std_srvs.srv import SetBool
 
-    answer = call_service(
-        graph, SetBool, f"{command_node(graph)}/enable", SetBool.Request(data=on)
+    answer = call_service(  # idempotent: asked again if its answer was lost
+        graph,
+        SetBool,
+        f"{command_node(graph)}/enable",
+        SetBool.Request(data=on),
+        attempts=3,
+        wait_s=4.0,
     )
     assert answer.success, answer.message
 

@@ -253,6 +253,8 @@ def program_source(graph: Any, inputs: int) -> tuple[str, dict[str, Any]]:
         write = OPERATIONS.get(kind)
         if write is None or len(outputs) != 1:
             raise _RefusedError(f"operation {kind}")
+        if outputs[0].type().kind() != "TensorType":  # aten::add of two int lists, say
+            raise _RefusedError(f"operation {kind} on {outputs[0].type()}")
         if not str(node.schema()).startswith(kind) or "(a!)" in str(node.schema()):
             raise _RefusedError(f"operation {node.schema()}")
         texts = [names[arg] for arg in args]
@@ -338,9 +340,11 @@ def _samples(
     special = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, 0.0, 1e-40, -7.5])
 
     def sample(dtype: torch.dtype, shape: tuple[int, ...], kind: str) -> torch.Tensor:
-        if kind == "zeros" or not dtype.is_floating_point:
-            if kind == "zeros" or dtype is torch.bool:
-                return torch.zeros(shape, dtype=dtype)
+        if kind == "zeros":
+            return torch.zeros(shape, dtype=dtype)
+        if dtype is torch.bool:
+            return torch.randint(0, 2, shape, generator=generator).to(dtype)
+        if not dtype.is_floating_point:
             return torch.randint(-100, 100, shape, generator=generator).to(dtype)
         if kind == "special":
             count = max(1, int(torch.Size(shape).numel()))
