@@ -137,6 +137,7 @@ class NodeData:
         check_nonfinite: bool,
         skip: Callable[[str], bool] | None = None,
         sync: StampSync | None = None,
+        partners: Callable[[frozenset[Hashable]], None] | None = None,
     ) -> Callable[[Any], None]:
         """What the subscription of ``reader`` calls with each message.
 
@@ -159,6 +160,7 @@ class NodeData:
         """
         values, slots = self.values, list(zip(reader.indices, keys, strict=True))
         fire_keys = [key for key in keys if key in triggers]
+        origin = frozenset(fire_keys)
         decode = self._decoder(reader, read, warn, check_nonfinite)
         if sync is not None and fire_keys:
             return self._synced_callback(reader, decode, slots, stamps, sync, fire, skip)
@@ -175,6 +177,8 @@ class NodeData:
                     pending.difference_update(fire_keys)
                     if not pending:
                         drop_set()
+                    elif partners is not None:
+                        partners(origin)
                 return
             now = monotonic()
             for (index, key), value in zip(slots, decoded, strict=True):
@@ -187,6 +191,8 @@ class NodeData:
                         drop_set()
                     else:
                         fire(now)
+                elif partners is not None:
+                    partners(origin)
 
         return on_message
 

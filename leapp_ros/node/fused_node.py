@@ -51,6 +51,7 @@ from leapp.spec.order import execution_order
 from leapp_ros.messages.topic_io import OutputWriter, TopicReader, nonfinite, now_stamp
 from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
+from leapp_ros.node.partner_take import PartnerTake
 from leapp_ros.node.pipeline_node import PipelineNode
 from leapp_ros.node.stamp_sync import gather_by_stamp, stamp_sync
 from leapp_ros.node.subscriber_count import SubscriberCount
@@ -167,6 +168,8 @@ class FusedPipelineNode(PipelineNode):
         self._stamps = dict.fromkeys(self._triggers, -float("inf"))
         self._readers: list[TopicReader] = []
         sync = stamp_sync(self.firing) if self.firing.mode == "inputs" else None
+        gathering = self.firing.mode == "inputs" and sync is None
+        partners = PartnerTake(self._pending) if gathering else None
         for number, stage in enumerate(self._stages):
             topics: dict[str, list[int]] = {}
             for index, port in enumerate(stage.plan.inputs):
@@ -176,21 +179,26 @@ class FusedPipelineNode(PipelineNode):
                 reader = TopicReader(stage.plan.inputs, indices, copy=not stage.reads_only)
                 if sync is not None:
                     gather_by_stamp(sync, stage.name, reader, stage.plan.inputs, indices)
+                keys = [(number, index) for index in indices]
+                callback = self._input_callback(
+                    stage,
+                    reader,
+                    reader.read_raw if self._raw else reader.read,
+                    keys,
+                    sync=sync,
+                    partners=partners,
+                )
                 subscription = self.create_subscription(
                     reader.message_class,
                     reader.topic,
-                    self._input_callback(
-                        stage,
-                        reader,
-                        reader.read_raw if self._raw else reader.read,
-                        [(number, index) for index in indices],
-                        sync=sync,
-                    ),
+                    callback,
                     qos_profile(stage.plan.inputs[indices[0]].qos),
                     qos_overriding_options=overrides,
                     raw=self._raw,
                 )
                 reader.resolved = subscription.topic_name
+                if partners is not None:
+                    partners.add(subscription, self._triggers.intersection(keys), callback)
                 self._readers.append(reader)
             for index, port in enumerate(stage.plan.outputs):
                 intermediate = index in consumed[id(stage)]

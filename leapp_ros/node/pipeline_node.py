@@ -68,6 +68,7 @@ from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
 from leapp_ros.node.intra_process import IntraProcessBus, publish_through
 from leapp_ros.node.managed_node import ManagedNode
+from leapp_ros.node.partner_take import PartnerTake
 from leapp_ros.node.stamp_sync import StampSync, gather_by_stamp, stamp_sync
 from leapp_ros.node.subscriber_count import SubscriberCount
 from leapp_ros.plan.cpu_settings import CpuLatencyRequest, CpuSettingsError, pin_process
@@ -201,19 +202,26 @@ class PipelineNode(ManagedNode):
         # the middleware's copies of values the intra-process bus delivered already are skipped
         skip = self._bus.produces if self._bus is not None else None
         sync = stamp_sync(self.firing)
+        gathering = self.firing.mode == "inputs" and sync is None
+        partners = PartnerTake(self._pending) if gathering else None
         for reader in self._readers:
             if sync is not None:
                 gather_by_stamp(sync, self.pipeline_node, reader, self.plan.inputs, self._triggers)
             read = reader.read_raw if self._raw else reader.read
+            callback = self._input_callback(
+                self._data, reader, read, reader.indices, skip, sync=sync, partners=partners
+            )
             subscription = self.create_subscription(
                 reader.message_class,
                 reader.topic,
-                self._input_callback(self._data, reader, read, reader.indices, skip, sync=sync),
+                callback,
                 qos_profile(self.plan.inputs[reader.indices[0]].qos),
                 qos_overriding_options=overrides,
                 raw=self._raw,
             )
             reader.resolved = subscription.topic_name  # after remapping: the name users see
+            if partners is not None:
+                partners.add(subscription, self._triggers.intersection(reader.indices), callback)
             if self._bus is not None:
                 count = len(reader.indices)
                 deliver = self._input_callback(
@@ -283,10 +291,11 @@ class PipelineNode(ManagedNode):
         skip: Callable[[str], bool] | None = None,
         *,
         sync: StampSync | None = None,
+        partners: PartnerTake | None = None,
     ) -> Callable[[Any], None]:
         """What a subscription (or the bus) calls with each message for ``data``'s ports
         ``reader.indices``, keyed ``keys`` in this node's stamps and pending set (or gathered
-        by ``sync``)."""
+        by ``sync``); ``partners`` completes a set from the other subscriptions."""
         return data.input_callback(
             reader,
             read,
@@ -300,6 +309,7 @@ class PipelineNode(ManagedNode):
             check_nonfinite=not self._publish_nonfinite,
             skip=skip,
             sync=sync,
+            partners=partners,
         )
 
     def _fire_on_inputs(self, now: float) -> None:
