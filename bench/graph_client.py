@@ -53,6 +53,9 @@ class Client:
         self.checked: float | None = None  # the largest difference a check of answers found
         self.times: list[float] = []
         self.lost = 0
+        # the processes whose CPU counts for this graph: this one and those that run its nodes
+        # (separate_client sets them; None: this process and every process it started)
+        self.pids: list[int] | None = None
         self.node.create_subscription(Float32MultiArray, ends.output[0], self._on_output, reliable)
         self.executor = make_executor(self.context)
         self.composed = build(self.context) if build else []
@@ -156,10 +159,11 @@ class Client:
     def cpu_per_answer_us(self, rate_hz: float, seconds: float) -> tuple[float, float]:
         """CPU time spent per answer while the client feeds the graph at ``rate_hz`` for
         ``seconds``, in microseconds: this process (the client, and the nodes composed into
-        it) and every process it started (the nodes of a graph across processes), all their
-        threads (the middleware's included); and the fraction of inputs left unanswered."""
+        it) and the processes running this graph's nodes (``pids``; by default every process
+        this one started), all their threads (the middleware's included); and the fraction of
+        inputs left unanswered."""
         self.spin_until(self.received + 10**6, 0.3)
-        pids = [os.getpid(), *descendants(os.getpid())]
+        pids = self.pids or [os.getpid(), *descendants(os.getpid())]
         before, start = cpu_seconds(pids), self.received
         loss = self.loss_at(rate_hz, seconds)
         answered = self.received - start
@@ -221,6 +225,7 @@ def composed_client(spec, namespace: str, build: Callable) -> Iterator[Client]:
 
     plan = make_plan(spec, namespace=namespace)
     client = Client(namespace, hop_of(plan), lambda context: build(context, plan))
+    client.pids = [os.getpid()]
     try:
         client.prime()
         yield client
@@ -234,8 +239,10 @@ def separate_client(spec, namespace: str, start: Callable) -> Iterator[Client]:
     from leapp_ros.plan.pipeline import make_plan
 
     plan = make_plan(spec, namespace=namespace)
+    before = set(descendants(os.getpid()))
     with start(plan):
         client = Client(namespace, hop_of(plan))
+        client.pids = [os.getpid(), *(p for p in descendants(os.getpid()) if p not in before)]
         try:
             client.prime()
             yield client

@@ -138,3 +138,37 @@ def test_report_prints_each_verdict_with_figures_and_the_raw_ratios_beside(capsy
 
 def test_every_mode_has_a_latency_limit_and_both_references():
     assert set(latency_report.LATENCY_LIMITS) == set(MODES) == set(HAND_WRITTEN_OF) == set(RAW_OF)
+
+
+def test_cpu_is_measured_per_mode_next_to_both_its_references():
+    import ros_latency
+
+    labels = [*(ref for mode in MODES for ref in (HAND_WRITTEN_OF[mode], RAW_OF[mode])), *MODES]
+    groups = ros_latency.cpu_groups(dict.fromkeys([*labels, "extra"]))
+    assert groups == [
+        *((mode, HAND_WRITTEN_OF[mode], RAW_OF[mode]) for mode in MODES),
+        ("extra",),
+    ]
+    assert ros_latency.cpu_groups(dict.fromkeys([FUSED, HAND_WRITTEN_OF[FUSED]])) == [
+        (FUSED, HAND_WRITTEN_OF[FUSED])
+    ]
+
+
+def test_cpu_windows_alternate_and_turn_the_order_each_round():
+    import ros_latency
+
+    order = []
+
+    class Client:
+        def __init__(self, label):
+            self.label = label
+
+        def cpu_per_answer_us(self, rate_hz, seconds):
+            order.append(self.label)
+            return 100.0 + len(order), 0.0
+
+    clients = {label: Client(label) for label in "abc"}
+    windows = ros_latency.cpu_windows(clients, rounds=4, seconds=0.1)
+    assert "".join(order) == "abc" + "bca" + "cab" + "abc"
+    assert {label: len(runs) for label, runs in windows.items()} == dict.fromkeys("abc", 4)
+    assert windows["a"][1] == (100.0 + 6, 0.0)  # a's second window: the sixth of all
