@@ -38,6 +38,11 @@ HAND_WRITTEN_OF = {  # mode: the typed hand-written graph of its shape
     FUSED_PROCESS: HAND_SINGLE_PROCESS,
 }
 RAW_OF = {mode: typed + RAW for mode, typed in HAND_WRITTEN_OF.items()}
+FLOOR_OF = {  # mode: a raw CDR echo node of its shape (no model, no checks): information only
+    FUSED: "floor: raw CDR echo, no model, composed",
+    FUSED_PROCESS: "floor: raw CDR echo, no model, own process",
+}
+FLOORS = tuple(FLOOR_OF.values())
 REFERENCES = tuple(label for typed in HAND_WRITTEN_OF.values() for label in (typed, typed + RAW))
 LATENCY_LIMITS = {COMPOSED: 0.7, PROCESSES: 0.85, FUSED: 0.7, FUSED_PROCESS: 0.7}
 CPU_LIMIT = 0.75
@@ -112,11 +117,11 @@ def report(inprocess: dict, results: dict, extras: dict, skipped: dict[str, str]
         f"  graphs ({DEFAULTS}):{'':<36}{'median':>10} {'p99':>10}   sustained (a try < 1 % loss)"
         f"   CPU per answer at {CPU_RATE_HZ:.0f} Hz, unanswered"
     )
-    labels = [label for label in REFERENCES if label in results]
+    labels = [label for label in (*REFERENCES, *FLOORS) if label in results]
     labels += [mode for mode in MODES if mode in results]
     for label in labels:
         result = results[label]
-        name = label if label in REFERENCES else f"leapp, {label}"
+        name = label if label in (*REFERENCES, *FLOORS) else f"leapp, {label}"
         print(
             f"    {name:<50} {timings(result)}   {result['sustained']:>5} Hz"
             f"{cpu(result):>32}, {100 * result['loss']:5.2f} %{notes(result)}"
@@ -179,6 +184,13 @@ def print_verdicts(results: dict) -> None:
             print(
                 f"      {verdict.rule:<8} {verdict.figures:<46} {verdict.word:<7} "
                 f"{typed:<26} {extra}".rstrip()
+            )
+        floor = results.get(FLOOR_OF.get(mode, ""))
+        if floor is not None:
+            latency = floor["timing"].median / hand["timing"].median
+            print(
+                f"      floor    a raw CDR echo without model or checks / the same: latency "
+                f"{latency:.2f}x, CPU {floor['cpu'] / hand['cpu']:.2f}x (information)"
             )
     if verdicts:
         passed = sum(verdict.passed is True for verdict in verdicts)

@@ -7,7 +7,9 @@ sizes and QoS are those of the leapp graph (:func:`leapp_ros.plan.pipeline.make_
 reliable, subscriptions best effort, depth 1), the executor the one leapp's nodes use
 (:func:`leapp_ros.node.executor.make_executor`), so the difference between the two graphs is
 leapp's own cost and the model calls. bench/hand_written_nodes.py's nodes take their topics
-from these and add the model calls; bench/ros_latency.py runs those (no echo graph of its own).
+from these and add the model calls; bench/ros_latency.py runs those, and the raw echo of
+:func:`hop_of` as the floor of the fused modes (information: no model, no checks, no
+conversion; what no Python node on this executor and middleware gets below).
 
 - :func:`chain_of`: one echo node per pipeline node, wired like the pipeline;
 - :func:`hop_of`: one echo node from the pipeline's external inputs to its last output
@@ -41,11 +43,14 @@ READY = "reference node {name} ready"  # printed by a reference process
 
 @dataclass(frozen=True)
 class EchoNode:
-    """An echo node: ``inputs`` and ``output`` are ``(relative topic, float count)``."""
+    """An echo node: ``inputs`` and ``output`` are ``(relative topic, float count)``;
+    ``raw``: its subscriptions take the serialized CDR (``raw=True``) and it publishes
+    prebuilt CDR bytes (the floor of a raw data path: no conversion at all)."""
 
     name: str
     inputs: tuple[tuple[str, int], ...]
     output: tuple[str, int]
+    raw: bool = False
 
     def argv(self, namespace: str) -> list[str]:
         ports = [f"--input={topic}:{size}" for topic, size in self.inputs]
@@ -57,6 +62,7 @@ class EchoNode:
             f"--namespace={namespace}",
             *ports,
             f"--output={topic}:{size}",
+            *(["--raw"] if self.raw else []),
         ]
 
 
@@ -102,6 +108,10 @@ def make_echo_node(echo: EchoNode, namespace: str, context: Any) -> Any:
     topic, size = echo.output
     publisher = node.create_publisher(Float32MultiArray, topic, qos_profile(PUBLISHER_QOS))
     message = Float32MultiArray(data=array.array("f", bytes(4 * size)))
+    if echo.raw:
+        from rclpy.serialization import serialize_message
+
+        message = serialize_message(message)
     fresh = [False] * len(echo.inputs)
     publish = publisher.publish
 
@@ -116,7 +126,11 @@ def make_echo_node(echo: EchoNode, namespace: str, context: Any) -> Any:
 
     for index, (topic, _) in enumerate(echo.inputs):
         node.create_subscription(
-            Float32MultiArray, topic, receiver(index), qos_profile(SUBSCRIPTION_QOS)
+            Float32MultiArray,
+            topic,
+            receiver(index),
+            qos_profile(SUBSCRIPTION_QOS),
+            raw=echo.raw,
         )
     return node
 
@@ -164,8 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--namespace", required=True)
     parser.add_argument("--input", type=parse_port, action="append", required=True)
     parser.add_argument("--output", type=parse_port, required=True)
+    parser.add_argument("--raw", action="store_true", help="take and send serialized CDR bytes")
     args = parser.parse_args(argv)
-    echo = EchoNode(args.name, tuple(args.input), args.output)
+    echo = EchoNode(args.name, tuple(args.input), args.output, args.raw)
 
     from leapp_ros.node.executor import run_nodes
 

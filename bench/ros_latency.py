@@ -27,6 +27,11 @@ process(es) of its own, and each in two forms:
   parsed by hand into an ``np.frombuffer`` view, the result published as CDR ``bytes`` built
   by hand, checked against rclpy's serialization): a second reference, information only.
 
+Beside the fused modes, as information, their floor: a raw CDR echo node of the same topics
+(bench/rclpy_reference.py with ``raw``: no model, no checks, no conversion, a prebuilt answer),
+composed and in a process of its own; what no Python node on this executor and middleware gets
+below, printed as a ratio to the typed hand-written graph next to the verdicts.
+
 Each hand-written graph's action for a fixed input pair is checked against ``leapp.Pipeline``'s
 (within 1e-5) when it starts. The bare model calls and ``leapp.Pipeline.step`` are timed too
 (bench/bare_calls.py; information: in a tight loop, after a thread handover, after 1 ms idle).
@@ -76,6 +81,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,6 +102,7 @@ from latency_report import (  # noqa: E402
     COMPOSED,
     CPU_RATE_HZ,
     DEFAULTS,
+    FLOOR_OF,
     FUSED,
     FUSED_PROCESS,
     HAND_CHAIN,
@@ -112,7 +119,7 @@ from latency_report import (  # noqa: E402
     TIGHT,
     report,
 )
-from rclpy_reference import reference_processes  # noqa: E402
+from rclpy_reference import hop_of, make_echo_node, reference_processes  # noqa: E402
 
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 
@@ -189,6 +196,14 @@ def reference_subjects(spec) -> dict[str, Callable]:
         subjects[HAND_CHAIN_PROCESSES + suffix] = checked(separate(chain))
         subjects[HAND_SINGLE + suffix] = checked(composed(single))
         subjects[HAND_SINGLE_PROCESS + suffix] = checked(separate(single))
+
+    def floor(plan) -> tuple:
+        return (replace(hop_of(plan), raw=True),)
+
+    subjects[FLOOR_OF[FUSED]] = lambda ns: composed_client(
+        spec, ns, lambda context, plan: [make_echo_node(n, ns, context) for n in floor(plan)]
+    )
+    subjects[FLOOR_OF[FUSED_PROCESS]] = separate(floor)
     return subjects
 
 
@@ -352,12 +367,12 @@ def measure_defaults(path: Path, spec, args, skip: set[str]) -> tuple[dict, dict
 
 def cpu_groups(subjects: dict) -> list[tuple[str, ...]]:
     """The subjects in groups measured together: each leapp mode with its typed and raw CDR
-    hand-written references (that are there), then whatever is left, one by one."""
+    hand-written references and its floor (those that are there), then whatever is left, one
+    by one."""
     groups = []
     for mode in MODES:
-        group = tuple(
-            label for label in (mode, HAND_WRITTEN_OF[mode], RAW_OF[mode]) if label in subjects
-        )
+        members = (mode, HAND_WRITTEN_OF[mode], RAW_OF[mode], FLOOR_OF.get(mode))
+        group = tuple(label for label in members if label in subjects)
         if group:
             groups.append(group)
     grouped = {label for group in groups for label in group}

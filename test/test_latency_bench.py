@@ -142,11 +142,15 @@ def test_every_mode_has_a_latency_limit_and_both_references():
 
 def test_cpu_is_measured_per_mode_next_to_both_its_references():
     import ros_latency
+    from latency_report import FLOOR_OF
 
     labels = [*(ref for mode in MODES for ref in (HAND_WRITTEN_OF[mode], RAW_OF[mode])), *MODES]
-    groups = ros_latency.cpu_groups(dict.fromkeys([*labels, "extra"]))
+    groups = ros_latency.cpu_groups(dict.fromkeys([*labels, *FLOOR_OF.values(), "extra"]))
     assert groups == [
-        *((mode, HAND_WRITTEN_OF[mode], RAW_OF[mode]) for mode in MODES),
+        *(
+            (mode, HAND_WRITTEN_OF[mode], RAW_OF[mode], *([FLOOR_OF[mode]] * (mode in FLOOR_OF)))
+            for mode in MODES
+        ),
         ("extra",),
     ]
     assert ros_latency.cpu_groups(dict.fromkeys([FUSED, HAND_WRITTEN_OF[FUSED]])) == [
