@@ -148,7 +148,12 @@ def test_cpu_is_measured_per_mode_next_to_both_its_references():
     groups = ros_latency.cpu_groups(dict.fromkeys([*labels, *FLOOR_OF.values(), "extra"]))
     assert groups == [
         *(
-            (mode, HAND_WRITTEN_OF[mode], RAW_OF[mode], *([FLOOR_OF[mode]] * (mode in FLOOR_OF)))
+            (
+                mode,
+                HAND_WRITTEN_OF[mode],
+                RAW_OF[mode],
+                *([FLOOR_OF[mode]] if mode in FLOOR_OF else []),
+            )
             for mode in MODES
         ),
         ("extra",),
