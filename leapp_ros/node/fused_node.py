@@ -51,7 +51,6 @@ from leapp.spec.order import execution_order
 from leapp_ros.messages.topic_io import OutputWriter, TopicReader, nonfinite, now_stamp
 from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
-from leapp_ros.node.partner_take import PartnerTake
 from leapp_ros.node.pipeline_node import PipelineNode
 from leapp_ros.node.stamp_sync import gather_by_stamp, stamp_sync
 from leapp_ros.node.subscriber_count import SubscriberCount
@@ -168,8 +167,7 @@ class FusedPipelineNode(PipelineNode):
         self._stamps = dict.fromkeys(self._triggers, -float("inf"))
         self._readers: list[TopicReader] = []
         sync = stamp_sync(self.firing) if self.firing.mode == "inputs" else None
-        gathering = self.firing.mode == "inputs" and sync is None
-        partners = PartnerTake(self._pending) if gathering else None
+        partners = self._partner_take(sync)
         for number, stage in enumerate(self._stages):
             topics: dict[str, list[int]] = {}
             for index, port in enumerate(stage.plan.inputs):

@@ -202,8 +202,7 @@ class PipelineNode(ManagedNode):
         # the middleware's copies of values the intra-process bus delivered already are skipped
         skip = self._bus.produces if self._bus is not None else None
         sync = stamp_sync(self.firing)
-        gathering = self.firing.mode == "inputs" and sync is None
-        partners = PartnerTake(self._pending) if gathering else None
+        partners = self._partner_take(sync)
         for reader in self._readers:
             if sync is not None:
                 gather_by_stamp(sync, self.pipeline_node, reader, self.plan.inputs, self._triggers)
@@ -311,6 +310,13 @@ class PipelineNode(ManagedNode):
             sync=sync,
             partners=partners,
         )
+
+    def _partner_take(self, sync: StampSync | None) -> PartnerTake | None:
+        """What completes a set from the waiting messages of its other subscriptions, for a
+        node that fires on input sets gathered by arrival (None otherwise)."""
+        if self.firing.mode != "inputs" or sync is not None:
+            return None
+        return PartnerTake(self._pending)
 
     def _fire_on_inputs(self, now: float) -> None:
         age = self.firing.max_input_age_s
