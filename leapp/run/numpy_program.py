@@ -168,12 +168,12 @@ def _squeeze_dim(value: np.ndarray, dim: int) -> np.ndarray:
 def _owned(value: Any, borrowed: tuple[Any, ...]) -> np.ndarray:
     """``value`` as an array owning its memory (a copy where it is a view, a scalar, an input
     or a constant)."""
-    if (
-        value.__class__ is np.ndarray
-        and value.base is None
-        and not any(value is other for other in borrowed)
-    ):
-        return value
+    if value.__class__ is np.ndarray and value.base is None:
+        for other in borrowed:  # (a loop, not any(): no generator frame per run)
+            if value is other:
+                break
+        else:
+            return value
     return np.array(value)
 
 

@@ -282,9 +282,8 @@ class FusedPipelineNode(PipelineNode):
                 feedback.append((consumer, index, results[output]))
             for output, publisher, writer in stage.publish_now:
                 publisher.publish(writer.write(results[output], stamp))
-            later.extend(
-                (p, w, results[output], want) for output, p, w, want in stage.publish_later
-            )
+            if stage.publish_later:
+                later += [(p, w, results[o], want) for o, p, w, want in stage.publish_later]
             stage.runs += 1
             ran.add(number)
         for consumer, index, value in feedback:
