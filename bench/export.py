@@ -350,6 +350,11 @@ def main() -> None:
         help="a Python whose leapp is NVIDIA's 0.7.2",
     )
     args = parser.parse_args()
+    if args.nvidia_python and not os.access(args.nvidia_python, os.X_OK):
+        parser.error(
+            f"--nvidia-python {args.nvidia_python}: no such program; make one with "
+            "bash scripts/nvidia_leapp.sh (it prints its path), or leave the option out"
+        )
 
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder)

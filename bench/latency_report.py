@@ -38,7 +38,9 @@ HAND_WRITTEN_OF = {  # mode: the typed hand-written graph of its shape
     FUSED_PROCESS: HAND_SINGLE_PROCESS,
 }
 RAW_OF = {mode: typed + RAW for mode, typed in HAND_WRITTEN_OF.items()}
-FLOOR_OF = {  # mode: a raw CDR echo node of its shape (no model, no checks): information only
+FLOOR_OF = {  # mode: raw CDR echo node(s) of its shape (no model, no checks): information only
+    COMPOSED: "floor: raw CDR echo chain, composed",
+    PROCESSES: "floor: raw CDR echo chain, one process per node",
     FUSED: "floor: raw CDR echo, no model, composed",
     FUSED_PROCESS: "floor: raw CDR echo, no model, own process",
 }

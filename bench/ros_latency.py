@@ -27,10 +27,12 @@ process(es) of its own, and each in two forms:
   parsed by hand into an ``np.frombuffer`` view, the result published as CDR ``bytes`` built
   by hand, checked against rclpy's serialization): a second reference, information only.
 
-Beside the fused modes, as information, their floor: a raw CDR echo node of the same topics
+Beside each mode, as information, its floor: raw CDR echo nodes of the same shape and topics
 (bench/rclpy_reference.py with ``raw``: no model, no checks, no conversion, a prebuilt answer),
-composed and in a process of its own; what no Python node on this executor and middleware gets
-below, printed as a ratio to the typed hand-written graph next to the verdicts.
+one node per pipeline node (a chain, composed with the client over the middleware, or one
+process per node) or one node from the inputs to the action (composed, own process); what no
+Python graph of that shape on this executor and middleware gets below, printed as a ratio to
+the typed hand-written graph next to the verdicts.
 
 Each hand-written graph's action for a fixed input pair is checked against ``leapp.Pipeline``'s
 (within 1e-5) when it starts. The bare model calls and ``leapp.Pipeline.step`` are timed too
@@ -119,6 +121,7 @@ from latency_report import (  # noqa: E402
     TIGHT,
     report,
 )
+from rclpy_reference import chain_of as echo_chain_of  # noqa: E402
 from rclpy_reference import hop_of, make_echo_node, reference_processes  # noqa: E402
 
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
@@ -200,9 +203,17 @@ def reference_subjects(spec) -> dict[str, Callable]:
     def floor(plan) -> tuple:
         return (replace(hop_of(plan), raw=True),)
 
-    subjects[FLOOR_OF[FUSED]] = lambda ns: composed_client(
-        spec, ns, lambda context, plan: [make_echo_node(n, ns, context) for n in floor(plan)]
-    )
+    def floor_chain(plan) -> tuple:
+        return tuple(replace(echo, raw=True) for echo in echo_chain_of(plan))
+
+    def echoes(nodes: Callable) -> Callable:
+        return lambda ns: composed_client(
+            spec, ns, lambda context, plan: [make_echo_node(n, ns, context) for n in nodes(plan)]
+        )
+
+    subjects[FLOOR_OF[COMPOSED]] = echoes(floor_chain)
+    subjects[FLOOR_OF[PROCESSES]] = separate(floor_chain)
+    subjects[FLOOR_OF[FUSED]] = echoes(floor)
     subjects[FLOOR_OF[FUSED_PROCESS]] = separate(floor)
     return subjects
 

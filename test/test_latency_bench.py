@@ -1,7 +1,8 @@
-"""bench/ros_latency.py's rules without a ROS graph: the hand-written raw CDR node's encoding
-agrees with rclpy's serialization, and the report judges each mode by ratios to the typed
-hand-written graph of its shape (latency <= 0.7x, 0.85x for one process per node; CPU per
-answer <= 0.75x; a rate at least the hand-written graph's), with the raw variant beside."""
+"""The benches' rules: bench/ros_latency.py's hand-written raw CDR node encodes as rclpy
+serializes, the report judges each mode by ratios to the typed hand-written graph of its shape
+(latency <= 0.7x, 0.85x for one process per node; CPU per answer <= 0.75x; a rate at least the
+hand-written graph's) with the raw variant beside, the chain modes' floors answer over real
+topics; bench/export.py refuses a missing NVIDIA Python before measuring."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from bare_calls import CHEAPEST, HAND_WRITTEN, Timing
 from export import STEP
 from latency_report import (
     COMPOSED,
+    FLOOR_OF,
     FUSED,
     FUSED_PROCESS,
     HAND_WRITTEN_OF,
@@ -142,7 +144,6 @@ def test_every_mode_has_a_latency_limit_and_both_references():
 
 def test_cpu_is_measured_per_mode_next_to_both_its_references():
     import ros_latency
-    from latency_report import FLOOR_OF
 
     labels = [*(ref for mode in MODES for ref in (HAND_WRITTEN_OF[mode], RAW_OF[mode])), *MODES]
     groups = ros_latency.cpu_groups(dict.fromkeys([*labels, *FLOOR_OF.values(), "extra"]))
@@ -181,3 +182,42 @@ def test_cpu_windows_alternate_and_turn_the_order_each_round():
     assert "".join(order) == "abc" + "bca" + "cab" + "abc"
     assert {label: len(runs) for label, runs in windows.items()} == dict.fromkeys("abc", 4)
     assert windows["a"][1] == (100.0 + 6, 0.0)  # a's second window: the sixth of all
+
+
+@pytest.mark.parametrize("mode", [COMPOSED, PROCESSES])
+def test_echo_chain_floor_answers_each_input_pair_once_over_dds(tmp_path, monkeypatch, mode):
+    """The chain modes' floor (raw CDR echo nodes wired like the pipeline) is a graph the
+    client can time: one action per input pair, none lost, over real topics."""
+    import ros_latency
+
+    import leapp.spec
+    from leapp_ros.testing import reserve_domain_id
+
+    with reserve_domain_id() as domain:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
+        monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        spec = leapp.spec.load(ros_latency.export_seed(tmp_path))
+        label = FLOOR_OF[mode]
+        with ros_latency.reference_subjects(spec)[label](
+            ros_latency.namespace_of(label)
+        ) as client:
+            assert client.answers_per_pair() == 1.0
+            client.sample(20)
+            assert client.lost == 0 and len(client.times) == 20
+            action = spec.models[-1].outputs[0]
+            assert list(client.last_answer.data) == [0.0] * int(np.prod(action.shape))
+
+
+def test_export_bench_refuses_a_missing_nvidia_python_before_measuring(tmp_path):
+    import subprocess
+
+    missing = tmp_path / "no-venv" / "bin" / "python"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "export.py"), "--nvidia-python", str(missing)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"--nvidia-python {missing}: no such program" in done.stderr
+    assert "scripts/nvidia_leapp.sh" in done.stderr and "Traceback" not in done.stderr
