@@ -180,11 +180,12 @@ def test_node_without_access_warns_how_to_get_it_and_runs_anyway(
     import rclpy
     from rclpy.parameter import Parameter
 
+    import leapp_ros.node.cpu_placement as placement
     import leapp_ros.node.pipeline_node as node_module
 
     missing = tmp_path / "cpu_dma_latency"
     request = functools.partial(CpuLatencyRequest, device=missing)
-    monkeypatch.setattr(node_module, "CpuLatencyRequest", request)
+    monkeypatch.setattr(placement, "CpuLatencyRequest", request)
     with reserve_domain_id() as domain_id:
         monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
         context = rclpy.Context()

@@ -5,7 +5,9 @@
 - :mod:`~leapp_ros.node.fused_node`: ``leapp_fused``, every pipeline node in one ROS node;
 - :mod:`~leapp_ros.node.data_path`: the data path both share (decode, drop, count, fire);
 - :mod:`~leapp_ros.node.model`: loading and warming up a node's artifact;
+- :mod:`~leapp_ros.node.partner_take`: one wake per input set;
 - :mod:`~leapp_ros.node.intra_process`: handing values between nodes of one process;
+- :mod:`~leapp_ros.node.cpu_placement`: a node's CPU pinning and CPU latency request;
 - :mod:`~leapp_ros.node.executor`: the executor and the spin loop;
 - :mod:`~leapp_ros.node.rate_limited_log`: at most one warning per kind and period.
 

@@ -64,6 +64,7 @@ from leapp_ros.messages.topic_io import (
     now_stamp,
     topic_readers,
 )
+from leapp_ros.node.cpu_placement import CpuPlacement
 from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
 from leapp_ros.node.intra_process import IntraProcessBus, publish_through
@@ -71,7 +72,6 @@ from leapp_ros.node.managed_node import ManagedNode
 from leapp_ros.node.partner_take import PartnerTake
 from leapp_ros.node.stamp_sync import StampSync, gather_by_stamp, stamp_sync
 from leapp_ros.node.subscriber_count import SubscriberCount
-from leapp_ros.plan.cpu_settings import CpuLatencyRequest, CpuSettingsError, pin_process
 from leapp_ros.plan.limits import declare_output_limits
 from leapp_ros.plan.pipeline import make_plan
 from leapp_ros.plan.settings import (
@@ -136,8 +136,7 @@ class PipelineNode(ManagedNode):
             use_global_arguments=use_global_arguments,
         )
         self._leapp_timers: list[Any] = []
-        self._cpu_latency: CpuLatencyRequest | None = None
-        self._cpu_affinity: tuple[int, ...] | None = None
+        self._cpu = CpuPlacement()
         self._bus = bus
         self._bus_exits: list[Any] = []  # what leaves the bus when the node is destroyed
         try:
@@ -151,12 +150,7 @@ class PipelineNode(ManagedNode):
     def _configure(self, spec: Spec | None, settings: dict[str, Any]) -> None:
         """Load and warm up the model, create the topics and timers (lifecycle configure)."""
         if settings["cpu_affinity"]:
-            try:
-                self._cpu_affinity = pin_process(settings["cpu_affinity"])
-            except CpuSettingsError as e:
-                problem = f"node {self.pipeline_node!r}: parameter cpu_affinity: {e}"
-                raise StartupError(problem) from e
-            self.get_logger().info(f"running on CPUs {list(self._cpu_affinity)}")
+            self._cpu.pin(settings["cpu_affinity"], self.pipeline_node, self.get_logger())
         try:
             self._load(spec, settings)
         except StartupError:
@@ -164,7 +158,9 @@ class PipelineNode(ManagedNode):
         except LeappError as e:
             raise StartupError(f"node {self.pipeline_node!r}: {e}") from e
         self._create_entities()
-        self._request_cpu_latency(settings["cpu_latency_us"])
+        self._cpu.request_latency(
+            settings["cpu_latency_us"], self.pipeline_node, self.get_logger()
+        )
         self.get_logger().debug(f"firing {self.firing}")
 
     def _load(self, spec: Spec | None, settings: dict[str, Any]) -> None:
@@ -255,18 +251,6 @@ class PipelineNode(ManagedNode):
         if self.firing.mode == "timer" and self.firing.rate_hz:
             self._leapp_timers.append(self.create_timer(1.0 / self.firing.rate_hz, self._on_timer))
 
-    def _request_cpu_latency(self, microseconds: int) -> None:
-        if microseconds < 0:
-            return
-        try:
-            self._cpu_latency = CpuLatencyRequest(microseconds)
-        except CpuSettingsError as e:
-            self.get_logger().warning(
-                f"node {self.pipeline_node!r}: cpu_latency_us is {microseconds}, but {e}"
-            )
-            return
-        self.get_logger().info(f"holding a CPU latency request of {microseconds} us")
-
     def destroy_node(self) -> None:
         """Destroy the node, leave the intra-process bus and end the CPU latency request."""
         self._release_data_path()
@@ -275,9 +259,7 @@ class PipelineNode(ManagedNode):
     def _release_data_path(self) -> None:
         while self._bus_exits:
             self._bus_exits.pop()()
-        if self._cpu_latency is not None:
-            self._cpu_latency.release()
-            self._cpu_latency = None
+        self._cpu.release()
 
     # --- data path ----------------------------------------------------------------------
 
@@ -406,8 +388,7 @@ class PipelineNode(ManagedNode):
             "state": state,
             **self._operation(),
             **data.counts(),
-            "cpu_latency_us": self._cpu_latency.microseconds if self._cpu_latency else None,
-            "cpu_affinity": list(self._cpu_affinity) if self._cpu_affinity else None,
+            **self._cpu.status(),
             "subscribers": {
                 publisher.topic_name: publisher.get_subscription_count()
                 for publisher in publishers
