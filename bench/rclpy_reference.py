@@ -7,9 +7,10 @@ sizes and QoS are those of the leapp graph (:func:`leapp_ros.plan.pipeline.make_
 reliable, subscriptions best effort, depth 1), the executor the one leapp's nodes use
 (:func:`leapp_ros.node.executor.make_executor`), so the difference between the two graphs is
 leapp's own cost and the model calls. bench/hand_written_nodes.py's nodes take their topics
-from these and add the model calls; bench/ros_latency.py runs those, and the raw echo of
-:func:`hop_of` as the floor of the fused modes (information: no model, no checks, no
-conversion; what no Python node on this executor and middleware gets below).
+from these and add the model calls; bench/ros_latency.py runs those, and raw echoes as the
+floor of each mode, :func:`chain_of` for the chain modes and :func:`hop_of` for the fused ones
+(information: no model, no checks, no conversion; what no Python graph of that shape on this
+executor and middleware gets below).
 
 - :func:`chain_of`: one echo node per pipeline node, wired like the pipeline;
 - :func:`hop_of`: one echo node from the pipeline's external inputs to its last output

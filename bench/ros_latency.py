@@ -40,18 +40,18 @@ Each hand-written graph's action for a fixed input pair is checked against ``lea
 
 Figures per graph: latency, median and p99 over ``--samples`` ping-pongs with the system's
 defaults, taken with every graph alive in ``--rounds`` alternating rounds (the in-process calls
-between them) so that the noise of a shared machine hits all alike. Then, per mode, its graph
-and its two hand-written references started again together, without the other modes' graphs
-(as a robot runs one graph, without the others' idle timers and discovery traffic): the CPU
-time spent per answer while the client feeds one of them at 500 Hz for ``--seconds`` and the
-other two idle (this process, the client and any nodes composed into it, plus the processes
-running the measured graph's nodes: all threads, the middleware's included; each process's
-CPU clock), ``--cpu-rounds`` such windows per graph in an order that turns each round, their
-median the figure (this machine's CPU per answer moves by 10-20 % from one second to the next,
-so a graph is measured next to its references, many times); the inputs left unanswered in
-those windows (information); and after that (not right after an overload) each graph's
-sustained rate: each rate step (``--seconds``) is tried up to three times and holds once a try
-loses < 1 % (the machine's noise only adds losses).
+between them) so that the noise of a shared machine hits all alike. Then, per mode, its graph,
+its two hand-written references and its floor started again together, without the other modes'
+graphs (as a robot runs one graph, without the others' idle timers and discovery traffic): the
+CPU time spent per answer while the client feeds one of them at 500 Hz for ``--seconds`` and
+the others idle (this process, the client and any nodes composed into it, plus the processes
+running the measured graph's nodes: all threads, the middleware's included; each process's CPU
+clock), ``--cpu-rounds`` such windows per graph in an order that turns each round, their median
+the figure (this machine's CPU per answer moves by 10-20 % from one second to the next, so a
+graph is measured next to its references, many times); the inputs left unanswered in those
+windows (information); and after that (not right after an overload) each graph's sustained
+rate: each rate step (``--seconds``) is tried up to three times and holds once a try loses
+< 1 % (the machine's noise only adds losses).
 
 Verdicts, per mode, against the typed hand-written graph of the same shape in this run (ratios
 only, never absolute limits; bench/latency_report.py): median latency <= 0.7x in composed and
@@ -165,11 +165,9 @@ def reference_subjects(spec) -> dict[str, Callable]:
     """The hand-written rclpy graphs of ``spec``'s shape by label, typed and raw CDR, as
     :func:`leapp_subjects`; each is checked against ``leapp.Pipeline`` when it starts."""
 
-    def composed(nodes: Callable) -> Callable:
+    def composed(nodes: Callable, make: Callable = make_hand_written_node) -> Callable:
         return lambda ns: composed_client(
-            spec,
-            ns,
-            lambda context, plan: [make_hand_written_node(n, ns, context) for n in nodes(plan)],
+            spec, ns, lambda context, plan: [make(n, ns, context) for n in nodes(plan)]
         )
 
     def separate(nodes: Callable) -> Callable:
@@ -206,14 +204,9 @@ def reference_subjects(spec) -> dict[str, Callable]:
     def floor_chain(plan) -> tuple:
         return tuple(replace(echo, raw=True) for echo in echo_chain_of(plan))
 
-    def echoes(nodes: Callable) -> Callable:
-        return lambda ns: composed_client(
-            spec, ns, lambda context, plan: [make_echo_node(n, ns, context) for n in nodes(plan)]
-        )
-
-    subjects[FLOOR_OF[COMPOSED]] = echoes(floor_chain)
+    subjects[FLOOR_OF[COMPOSED]] = composed(floor_chain, make_echo_node)
     subjects[FLOOR_OF[PROCESSES]] = separate(floor_chain)
-    subjects[FLOOR_OF[FUSED]] = echoes(floor)
+    subjects[FLOOR_OF[FUSED]] = composed(floor, make_echo_node)
     subjects[FLOOR_OF[FUSED_PROCESS]] = separate(floor)
     return subjects
 
