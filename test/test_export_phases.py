@@ -1,17 +1,22 @@
 """compile_graph() does each phase once and says what each cost: the ONNX exporter leaves the
-onnx package unimported where nothing needs it, scripting skips the fx Graph attribute."""
+onnx package unimported where nothing needs it, scripting skips the fx Graph attribute, and the
+garbage collector walks only the compile's own objects while it runs."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import textwrap
 import types
 from pathlib import Path
 
+import pytest
 import torch
 from conftest import assert_matches_eager, export_function
 
+import leapp
+import leapp.export
 from leapp.export import exporter_scope, jit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,3 +112,42 @@ def test_compile_graph_reports_the_cost_of_each_phase(tmp_path):
         assert timings[f"node/{phase}"] >= 0.0, phase
     assert timings["node"] >= timings["node/torch.onnx.export"]
     assert timings["total"] >= timings["export"] >= timings["node"]
+
+
+def test_compile_sets_older_objects_aside_from_the_collector_only_while_it_runs(
+    tmp_path, monkeypatch
+):
+    seen = []
+    export_node = leapp.export.export_node
+
+    def recording(*args, **kwargs):
+        seen.append(gc.get_freeze_count())
+        return export_node(*args, **kwargs)
+
+    monkeypatch.setattr(leapp.export, "export_node", recording)
+    assert gc.get_freeze_count() == 0
+    layer = torch.nn.Linear(3, 2)
+    compiled = export_function(tmp_path, lambda x: layer(x), {"x": torch.randn(3)}, "onnx")
+    assert seen and all(count > 0 for count in seen), seen
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+    assert_matches_eager(compiled, lambda x: layer(x), lambda: {"x": torch.randn(3)})
+    leapp.start("empty", save_path=tmp_path)
+    leapp.stop()
+    with pytest.raises(leapp.GraphError, match="recorded no nodes"):
+        leapp.compile_graph()
+    assert gc.get_freeze_count() == 0  # put back when the compile fails too
+
+
+def test_compile_keeps_a_freeze_of_the_caller_and_a_collector_turned_off(tmp_path):
+    gc.freeze()
+    try:
+        export_function(tmp_path / "frozen", lambda x: x * 2.0, {"x": torch.randn(4)}, "onnx")
+        assert gc.get_freeze_count() > 0  # not unfrozen by the compile (freed ones leave it)
+    finally:
+        gc.unfreeze()
+    gc.disable()
+    try:
+        export_function(tmp_path / "off", lambda x: x * 2.0, {"x": torch.randn(4)}, "onnx")
+        assert not gc.isenabled() and gc.get_freeze_count() == 0
+    finally:
+        gc.enable()
