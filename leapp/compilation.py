@@ -185,7 +185,7 @@ def compile_session(
 def _collector_spares_older_objects() -> Iterator[None]:
     """While a pipeline compiles, the garbage collector looks only at objects made meanwhile.
 
-    A compile imports torch.onnx, onnx and ONNX Runtime and builds graphs, protos and sessions:
+    A compile imports torch.onnx and ONNX Runtime and builds graphs, protos and sessions:
     enough new long-lived objects to start one full collection, which then walks every object
     of the process, torch's 180 000 included: 80-100 ms of the seed's 0.35-0.45 s
     ``compile_graph()`` on this project's 2-core CPU. ``gc.freeze()`` sets the objects that
