@@ -159,28 +159,6 @@ def compile_graph(
     return compiled
 
 
-def compile_session(
-    recording: Recording,
-    *,
-    validate: bool,
-    rtol: float,
-    atol: float,
-    strict: bool,
-    graph_configs: GraphConfigs | Mapping[str, Any] | None,
-    dry_run: bool = False,
-) -> CompiledPipeline:
-    with _collector_spares_older_objects():
-        return _compile_session(
-            recording,
-            validate=validate,
-            rtol=rtol,
-            atol=atol,
-            strict=strict,
-            graph_configs=graph_configs,
-            dry_run=dry_run,
-        )
-
-
 @contextlib.contextmanager
 def _collector_spares_older_objects() -> Iterator[None]:
     """While a pipeline compiles, the garbage collector looks only at objects made meanwhile.
@@ -205,7 +183,8 @@ def _collector_spares_older_objects() -> Iterator[None]:
         gc.unfreeze()
 
 
-def _compile_session(
+@_collector_spares_older_objects()
+def compile_session(
     recording: Recording,
     *,
     validate: bool,
@@ -213,7 +192,7 @@ def _compile_session(
     atol: float,
     strict: bool,
     graph_configs: GraphConfigs | Mapping[str, Any] | None,
-    dry_run: bool,
+    dry_run: bool = False,
 ) -> CompiledPipeline:
     started = time.perf_counter()
     from leapp.export import PhaseTimes, export_node
