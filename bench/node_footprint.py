@@ -1,4 +1,5 @@
-"""Peak memory and time to ready of one pipeline node process, against a plain rclpy node.
+"""Peak memory, time to ready and time to stop of one pipeline node process, against a plain
+rclpy node.
 
     python bench/node_footprint.py [--repeat N] [--messages M]
 
@@ -14,6 +15,9 @@ For each process it prints:
   point);
 - peak RSS: the kernel's high-water mark of resident memory (``VmHWM``) after ``--messages``
   inputs went through the node and came back;
+- stop s: seconds from SIGINT to the process's exit (the leapp nodes say goodbye on their
+  status topic, then end without the interpreter's teardown; the plain node is stopped as
+  ``rclpy.spin`` is, by KeyboardInterrupt, and ends with a normal interpreter exit);
 
 medians over ``--repeat`` starts, and the ratios of the leapp ONNX node to the plain node.
 Targets on this project's 2-core reference machine: an ONNX-only node <= 120 MB and ready
@@ -27,6 +31,7 @@ import argparse
 import array
 import contextlib
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -95,8 +100,9 @@ def peak_rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmHWM for process {pid}")
 
 
-def measure(argv: list[str], ready_text: str, drive) -> tuple[float, float, int]:
-    """Start ``argv``, wait for ``ready_text``, drive it; (ready s, peak RSS MB, replies)."""
+def measure(argv: list[str], ready_text: str, drive) -> tuple[float, float, int, float]:
+    """Start ``argv``, wait for ``ready_text``, drive it, SIGINT it; (ready s, peak RSS MB,
+    replies, stop s)."""
     started = time.monotonic()
     process = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT
@@ -109,13 +115,15 @@ def measure(argv: list[str], ready_text: str, drive) -> tuple[float, float, int]
         else:
             raise RuntimeError(f"{argv} ended before it was ready")
         replies = drive()
-        return ready, peak_rss_mb(process.pid), replies
+        rss = peak_rss_mb(process.pid)
+        stopping = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=10)
+        return ready, rss, replies, time.monotonic() - stopping
     finally:
-        process.send_signal(2)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+        if process.poll() is None:
             process.kill()
+            process.wait()
 
 
 class Driver:
@@ -231,24 +239,25 @@ def main() -> int:
                 driver.drive({"preprocess/state": 6, "preprocess/velocity": 3}, "preprocess/obs"),
             ),
         }
-        results: dict[str, list[tuple[float, float, int]]] = {name: [] for name in cases}
+        results: dict[str, list[tuple[float, float, int, float]]] = {n: [] for n in cases}
         for _ in range(args.repeat):  # interleaved, so drifts of the machine hit all alike
             for name, (argv, ready_text, drive) in cases.items():
                 results[name].append(measure(argv, ready_text, drive))
                 print(f"{name}: {results[name][-1]}", file=sys.stderr, flush=True)
         driver.close()
-    print(f"{'process':34} {'ready s':>8} {'peak RSS MB':>12} {'replies':>9}")
+    print(f"{'process':34} {'ready s':>8} {'peak RSS MB':>12} {'replies':>9} {'stop s':>7}")
     medians = {}
     for name, runs in results.items():
         ready = statistics.median(r[0] for r in runs)
         rss = statistics.median(r[1] for r in runs)
         replies = min(r[2] for r in runs)
-        medians[name] = (ready, rss)
-        print(f"{name:34} {ready:8.2f} {rss:12.1f} {replies:5d}/{args.messages}")
+        stop = statistics.median(r[3] for r in runs)
+        medians[name] = (ready, rss, stop)
+        print(f"{name:34} {ready:8.2f} {rss:12.1f} {replies:5d}/{args.messages} {stop:7.2f}")
     onnx, plain = medians["leapp_node policy (onnx)"], medians["plain rclpy + onnxruntime node"]
     print(
         f"leapp onnx node / plain node: ready {onnx[0] / plain[0]:.2f}x, "
-        f"peak RSS {onnx[1] / plain[1]:.2f}x"
+        f"peak RSS {onnx[1] / plain[1]:.2f}x, stop {onnx[2] / plain[2]:.2f}x"
     )
     print(
         f"targets: onnx node <= {TARGET_MB:.0f} MB ({'met' if onnx[1] <= TARGET_MB else 'MISSED'})"
