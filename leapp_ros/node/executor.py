@@ -151,7 +151,9 @@ def leave_process(code: int) -> NoReturn:
     with torch loaded it costs 0.7 s of CPU (measured: most of a TorchScript node's 0.9 s
     from SIGINT to exit), several seconds on a loaded machine, past ``ros2 launch``'s 5 s
     before it escalates to SIGTERM. Nothing is lost by skipping it: the process owns no
-    files or devices that the kernel does not release at exit.
+    files or devices that the kernel does not release at exit, and no Python threads of its
+    own to wait for (the middleware's threads end with the process, after the context has
+    let its participant go).
     """
     try:
         atexit._run_exitfuncs()  # the handlers a normal exit would run, in the same order
