@@ -139,7 +139,9 @@ def _run_nodes(
         for node in nodes:
             node.destroy_node()
         context.try_shutdown()
-        context.destroy()  # its DDS participant leaves now: peers see the nodes go at once
+        destroy = getattr(context, "destroy", None)  # (not in every rclpy release)
+        if destroy is not None:
+            destroy()  # its DDS participant leaves now, not when the process has gone
 
 
 def leave_process(code: int) -> NoReturn:
