@@ -180,7 +180,8 @@ def node_main(
 ) -> int:
     """The entry point of an executable running one node: ``make_node(context)`` after
     checking that ``argv`` (the whole command line; None: sys.argv) holds only ROS arguments
-    (``-h``/``--help`` print ``usage``)."""
+    (``-h``/``--help`` print ``usage``). With ``argv`` None the call is the process's whole
+    life: once the node has run, :func:`run_nodes` ends the process instead of returning."""
     from rclpy.utilities import remove_ros_args
 
     args = list(sys.argv if argv is None else argv)

@@ -80,7 +80,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``leapp_container``; ``argv`` is the whole command line (default
-    sys.argv)."""
+    sys.argv: then the call is the process's whole life, and once the nodes have run
+    :func:`~leapp_ros.node.executor.run_nodes` ends the process instead of returning)."""
     from leapp_ros.run.composition import INSTALL_HINT, composition_available
 
     args = list(sys.argv if argv is None else argv)
