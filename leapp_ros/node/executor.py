@@ -1,4 +1,5 @@
-"""Process skeleton shared by ``leapp_node`` and ``leapp_container``: init, spin, stop.
+"""Process skeleton shared by ``leapp_node``, ``leapp_fused`` and ``leapp_container``: init,
+spin, stop.
 
 :func:`run_nodes` is the whole life of a process that hosts pipeline nodes:
 
@@ -7,7 +8,8 @@
    the process exits with code 2);
 3. spin all nodes on one executor from :func:`make_executor` until SIGINT or SIGTERM;
 4. let every node say goodbye (:meth:`PipelineNode.stop`, which publishes the ``stopping``
-   status), destroy the nodes, shut the context down, and exit with code 0.
+   status), destroy the nodes, shut the context down, and exit with code 0 (an executable's
+   process through :func:`leave_process`, without the interpreter's teardown).
 
 Why rclpy's own signal handlers are off: they shut the context down from inside the signal
 handler, after which nothing can be published any more (so no ``stopping`` status), and
@@ -151,11 +153,12 @@ def leave_process(code: int) -> NoReturn:
     clean-ups), flushes Python's and C's output streams, then ``os._exit``: the interpreter's
     own teardown is skipped. That teardown frees every module and object one by one, and
     with torch loaded it costs 0.7 s of CPU (measured: most of a TorchScript node's 0.9 s
-    from SIGINT to exit), several seconds on a loaded machine, past ``ros2 launch``'s 5 s
-    before it escalates to SIGTERM. Nothing is lost by skipping it: the process owns no
-    files or devices that the kernel does not release at exit, and no Python threads of its
-    own to wait for (the middleware's threads end with the process, after the context has
-    let its participant go).
+    from SIGINT to exit), and more on a loaded machine: in one CI run a TorchScript node that
+    had said goodbye was still alive 5 s after SIGINT, when ``ros2 launch`` escalates to
+    SIGTERM. Nothing is lost by skipping it: the process owns no files or devices that the
+    kernel does not release at exit, and no Python threads of its own to wait for (the
+    middleware's threads end with the process, after the context has let its participant
+    go).
     """
     try:
         atexit._run_exitfuncs()  # the handlers a normal exit would run, in the same order
