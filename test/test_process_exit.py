@@ -17,8 +17,9 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
+
+from runner_support import wait_until
 
 from leapp_ros.testing import reserve_domain_id, ros_env
 
@@ -80,11 +81,12 @@ def run_and_interrupt(tmp_path: Path, mode: str) -> tuple[int, str, str, Path]:
             stderr=stderr,
         )
         try:
-            deadline = time.monotonic() + 60
-            while "built" not in out.read_text(errors="replace"):
-                assert process.poll() is None, f"ended early:\n{err.read_text(errors='replace')}"
-                assert time.monotonic() < deadline, "the probe node was not built within 60 s"
-                time.sleep(0.05)
+            built = wait_until(
+                lambda: "built" in out.read_text(errors="replace") or process.poll() is not None,
+                60,
+            )
+            assert process.poll() is None, f"ended early:\n{err.read_text(errors='replace')}"
+            assert built, "the probe node was not built within 60 s"
             process.send_signal(signal.SIGINT)
             code = process.wait(timeout=30)
         finally:
