@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -238,12 +239,18 @@ def test_ros2_launch_of_the_generated_package_with_autostart_false_waits_for_ros
     nodes = [f"{NAMESPACE}/{node}" for node in NODES]
 
     def bring_up() -> None:
-        for node in nodes:
-            assert ros2_lifecycle(env, node).startswith("unconfigured")
-        for transition, state in (("configure", "inactive"), ("activate", "active")):
-            for node in nodes:
-                ros2_lifecycle(env, node, transition)
-                assert ros2_lifecycle(env, node).startswith(state)
+        # both nodes at once, as two terminals would (each call discovers the graph afresh)
+        with ThreadPoolExecutor(len(nodes)) as pool:
+            states = pool.map(lambda node: ros2_lifecycle(env, node), nodes)
+            assert all(state.startswith("unconfigured") for state in states)
+            for transition, state in (("configure", "inactive"), ("activate", "active")):
+
+                def change(node: str, transition: str = transition) -> str:
+                    ros2_lifecycle(env, node, transition)
+                    return ros2_lifecycle(env, node)
+
+                reached = list(pool.map(change, nodes))
+                assert all(now.startswith(state) for now in reached), reached
 
     launch_and_answer(argv, env, export, domain_id, bring_up)
 
