@@ -62,8 +62,9 @@ and the same ratios against the raw CDR variant beside (no verdict).
 
 Optional extra rows, after those and one at a time, without a verdict: the nodes holding a CPU
 latency request of ``--cpu-latency-us`` (the nodes' ``cpu_latency_us``; needs write access to
-``/dev/cpu_dma_latency``, else skipped with the reason), and one process per node with each
-process pinned to a CPU of its own (``--pin-cpus`` of ``leapp-ros run``). See
+``/dev/cpu_dma_latency``, else skipped with the reason), one process per node with each
+process pinned to a CPU of its own (``--pin-cpus`` of ``leapp-ros run``), and the fused node's
+process pinned to one CPU (its threads, the middleware's too, then share that CPU). See
 ``leapp_ros/plan/cpu_settings.py``. ROS discovery stays on this machine
 (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``) in a domain of its own: ``ROS_DOMAIN_ID`` where
 it is set, else one that no other process on this machine holds
@@ -444,6 +445,7 @@ def main() -> None:
     requested = f"cpu_latency_us={args.cpu_latency_us}"
     extras = {  # (mode, setting): (cpu_latency_us, pin_cpus)
         (PROCESSES, "pinned"): (-1, True),
+        (FUSED_PROCESS, "pinned"): (-1, True),
         (COMPOSED, requested): (args.cpu_latency_us, False),
         (PROCESSES, requested): (args.cpu_latency_us, False),
         (PROCESSES, f"{requested}, pinned"): (args.cpu_latency_us, True),
