@@ -384,17 +384,25 @@ def cpu_groups(subjects: dict) -> list[tuple[str, ...]]:
     return groups + [(label,) for label in subjects if label not in grouped]
 
 
-def cpu_windows(clients: dict, rounds: int, seconds: float) -> dict[str, list]:
+def cpu_windows(
+    clients: dict, rounds: int, seconds: float, window: Callable | None = None
+) -> dict[str, list]:
     """``rounds`` windows of ``seconds`` per client, each fed at CPU_RATE_HZ while the others
     idle, in an order that turns by one each round (so that no graph always follows the
     same one): ``{label: [(us per answer, loss), ...]}``. Each window counts the CPU of this
     process and of the measured graph's own processes (``Client.pids``); the idle graphs'
-    clients in this process cost all alike."""
+    clients in this process cost all alike. ``window(client, seconds)``, when given, measures
+    a window instead (its results are listed)."""
+    if window is None:
+
+        def window(client, seconds: float) -> tuple[float, float]:
+            return client.cpu_per_answer_us(CPU_RATE_HZ, seconds)
+
     labels = list(clients)
     windows: dict[str, list] = {label: [] for label in labels}
     for turn in range(rounds):
         for label in labels[turn % len(labels) :] + labels[: turn % len(labels)]:
-            windows[label].append(clients[label].cpu_per_answer_us(CPU_RATE_HZ, seconds))
+            windows[label].append(window(clients[label], seconds))
     return windows
 
 

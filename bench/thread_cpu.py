@@ -45,6 +45,7 @@ from latency_report import (
     RAW_OF,
 )
 from ros_latency import (
+    cpu_windows,
     export_seed,
     leapp_subjects,
     namespace_of,
@@ -96,7 +97,6 @@ def window(client, seconds: float) -> dict[tuple[str, str], float]:
 def measure(subjects: dict, seconds: float, rounds: int) -> dict[str, dict]:
     """Every subject started together, each fed in turn, ``rounds`` times; the median of
     each figure per subject."""
-    runs: dict[str, list[dict]] = {label: [] for label in subjects}
     with contextlib.ExitStack() as stack:
         clients = {
             label: stack.enter_context(enter(namespace_of(label, "threads")))
@@ -104,10 +104,7 @@ def measure(subjects: dict, seconds: float, rounds: int) -> dict[str, dict]:
         }
         for client in clients.values():
             client.sample(200)  # warm: every path taken once
-        labels = list(clients)
-        for turn in range(rounds):
-            for label in labels[turn % len(labels) :] + labels[: turn % len(labels)]:
-                runs[label].append(window(clients[label], seconds))
+        runs = cpu_windows(clients, rounds, seconds, window)
     medians = {}
     for label, windows in runs.items():
         keys = {key for figures in windows for key in figures}

@@ -241,8 +241,8 @@ def test_ros2_launch_of_the_generated_package_with_autostart_false_waits_for_ros
     def bring_up() -> None:
         # both nodes at once, as two terminals would (each call discovers the graph afresh)
         with ThreadPoolExecutor(len(nodes)) as pool:
-            states = pool.map(lambda node: ros2_lifecycle(env, node), nodes)
-            assert all(state.startswith("unconfigured") for state in states)
+            states = list(pool.map(lambda node: ros2_lifecycle(env, node), nodes))
+            assert all(state.startswith("unconfigured") for state in states), states
             for transition, state in (("configure", "inactive"), ("activate", "active")):
 
                 def change(node: str, transition: str = transition) -> str:
