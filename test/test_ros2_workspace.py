@@ -243,14 +243,8 @@ def test_ros2_launch_of_the_generated_package_with_autostart_false_waits_for_ros
         with ThreadPoolExecutor(len(nodes)) as pool:
             states = list(pool.map(lambda node: ros2_lifecycle(env, node), nodes))
             assert all(state.startswith("unconfigured") for state in states), states
-            for transition, state in (("configure", "inactive"), ("activate", "active")):
-
-                def change(node: str, transition: str = transition) -> str:
-                    ros2_lifecycle(env, node, transition)
-                    return ros2_lifecycle(env, node)
-
-                reached = list(pool.map(change, nodes))
-                assert all(now.startswith(state) for now in reached), reached
+            for transition in ("configure", "activate"):  # each checks "Transitioning successful"
+                list(pool.map(lambda node, t=transition: ros2_lifecycle(env, node, t), nodes))
 
     launch_and_answer(argv, env, export, domain_id, bring_up)
 
