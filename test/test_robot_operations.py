@@ -1,8 +1,9 @@
 """Operating a graph as a robot needs, over real DDS, in every deployment mode: command limits,
 the input watchdog and its safe action, the e-stop (service and latched topic), lifecycle
 deactivate / activate (through ``ros2 lifecycle``), ``/diagnostics`` (through ``ros2 topic
-echo``) and, in a graph started with ``autostart: false``, nothing published before
-``ros2 lifecycle set ... activate``.
+echo``) and, in a graph started with ``autostart: false``, nothing published before the
+lifecycle services activate it (the ``ros2 lifecycle`` CLI on such a graph:
+test/test_pipeline_launch.py).
 
 The seed pipeline (preprocess -> policy, 50 Hz) runs with a params file that limits the
 policy's ``action`` to [-0.5, 0.5] and makes its safe action fixed values; every command is
