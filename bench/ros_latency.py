@@ -308,6 +308,20 @@ def leapp_subjects(spec, cpu_latency_us: int = -1, pin: bool = False) -> dict[st
     }
 
 
+_HELD_DOMAIN: list = []  # the lock of the domain id claimed below (held until the process ends)
+
+
+def use_own_domain() -> None:
+    """``ROS_DOMAIN_ID`` as set, else one that no other process on this machine holds
+    (:func:`leapp_ros.testing.claim_domain_id`), set in this process's environment."""
+    if "ROS_DOMAIN_ID" not in os.environ:
+        from leapp_ros.testing import claim_domain_id
+
+        domain_id, lock = claim_domain_id()
+        _HELD_DOMAIN.append(lock)
+        os.environ["ROS_DOMAIN_ID"] = str(domain_id)
+
+
 def namespace_of(label: str, setting: str = DEFAULTS) -> str:
     """A namespace of its own for each graph, so that graphs alive together (of this run, or
     of another run in the same domain) never mix."""
@@ -442,11 +456,7 @@ def main() -> None:
     )
     parser.add_argument("--no-extras", action="store_true", help="system defaults only")
     args = parser.parse_args()
-    if "ROS_DOMAIN_ID" not in os.environ:
-        from leapp_ros.testing import claim_domain_id
-
-        domain_id, _held = claim_domain_id()  # the lock is held until this process ends
-        os.environ["ROS_DOMAIN_ID"] = str(domain_id)
+    use_own_domain()
 
     import leapp.spec
 

@@ -50,6 +50,7 @@ from ros_latency import (
     leapp_subjects,
     namespace_of,
     reference_subjects,
+    use_own_domain,
 )
 
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
@@ -147,11 +148,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=4.0, help="length of each window")
     parser.add_argument("--rounds", type=int, default=3, help="windows per graph (median)")
     args = parser.parse_args()
-    if "ROS_DOMAIN_ID" not in os.environ:
-        from leapp_ros.testing import claim_domain_id
-
-        domain_id, _held = claim_domain_id()  # held until this process ends
-        os.environ["ROS_DOMAIN_ID"] = str(domain_id)
+    use_own_domain()
     import leapp.spec
 
     with tempfile.TemporaryDirectory() as folder:
