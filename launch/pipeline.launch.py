@@ -58,7 +58,7 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.launch_description import LaunchDescription
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import ComposableNodeContainer, LifecycleNode
-from launch_ros.descriptions import ComposableNode
+from launch_ros.descriptions import ComposableNode, Parameter
 
 import leapp.spec
 from leapp_ros.plan.pipeline import PipelinePlan, PlanError, make_plan
@@ -162,16 +162,21 @@ def whole_number(name: str, text: str) -> int | None:
         raise PlanError(f"launch argument {name} must be a whole number, got {text!r}") from None
 
 
-def ros_parameters(process: ProcessPlan, fixed: dict | None = None) -> list:
-    """The params file, then ``fixed`` and the process's parameters (later ones win)."""
-    parameters = []
+def ros_parameters(process: ProcessPlan, fixed: dict | None = None, rules: bool = False) -> list:
+    """The params file, then ``fixed`` and the process's parameters (later ones win): as one
+    dict, or with ``rules`` as one launch_ros ``Parameter`` each (a node process gets those as
+    ``-p`` rules; a dict it would get as a YAML file that launch_ros writes to the temporary
+    folder and never removes)."""
+    parameters: list = []
     if process.params_file is not None:
         parameters.append(str(process.params_file))
     explicit = dict(fixed or {})
     explicit.update(
         (name, list(v) if isinstance(v, tuple) else v) for name, v in process.parameters
     )
-    if explicit:  # spec_path, pipeline_node, ...: after the file, so they win
+    if explicit and rules:
+        parameters += [Parameter(name, value) for name, value in explicit.items()]
+    elif explicit:  # spec_path, pipeline_node, ...: after the file, so they win
         parameters.append(explicit)
     return parameters
 
@@ -184,7 +189,7 @@ def ros_node(process: ProcessPlan) -> LifecycleNode:
         executable=process.executable,
         name=process.node_name,
         namespace=process.namespace,
-        parameters=ros_parameters(process) or None,
+        parameters=ros_parameters(process, rules=True) or None,
         arguments=[*process.arguments, "--ros-args", "--log-level", process.log_level or "info"],
         output="screen",
     )

@@ -82,6 +82,7 @@ STAND_INS = {
         class ComposableNode(Recorded):  # keyword arguments only: recorded as one dict
             def __init__(self, **kwargs):
                 super().__init__(kwargs)
+        class Parameter(Recorded): pass
     """,
     "launch_testing/__init__.py": """
         def parametrize(name, values):
@@ -260,6 +261,14 @@ def test_generated_python_files_compile(package, tmp_path):
         py_compile.compile(str(source), cfile=str(tmp_path / f"{index}.pyc"), doraise=True)
 
 
+def parameter_rules(entries: list) -> dict:
+    """A launch file's ``Parameter(name, value)`` entries (the stand-in's record of each) as
+    ``{name: value}``; anything else fails: a node process gets no dict (launch_ros would
+    write it to a file in the temporary folder that it never removes)."""
+    assert all(list(entry) == ["Parameter"] for entry in entries), entries
+    return {entry["Parameter"][0]: entry["Parameter"][1] for entry in entries}
+
+
 def test_launch_file_starts_one_leapp_node_per_pipeline_node(site, stand_ins):
     launch_file = site / "share" / PACKAGE / "launch" / "torch_pipeline.launch.py"
     out = run_python(
@@ -273,7 +282,9 @@ def test_launch_file_starts_one_leapp_node_per_pipeline_node(site, stand_ins):
     for node in nodes:
         assert (node["package"], node["executable"]) == ("leapp_ros", "leapp_node")
         assert node["namespace"] == {"LaunchConfiguration": ["namespace"]}
-        fixed, params_file = node["parameters"]  # the file last: it wins over spec_path
+        *rules, params_file = node["parameters"]  # the file last: it wins over spec_path
+        fixed = parameter_rules(rules)
+        assert set(fixed) == {"spec_path", "pipeline_node", "autostart"}
         assert fixed["pipeline_node"] == node["name"]
         assert Path(fixed["spec_path"]) == site / "share" / PACKAGE / "export/torch_pipeline.yaml"
         assert params_file == {"LaunchConfiguration": ["params_file"]}
@@ -316,7 +327,9 @@ def test_fused_launch_file_starts_one_leapp_fused_node(site, stand_ins):
         "leapp_fused",
     )
     assert node["namespace"] == {"LaunchConfiguration": ["namespace"]}
-    fixed, params_file = node["parameters"]
+    *rules, params_file = node["parameters"]
+    fixed = parameter_rules(rules)
+    assert set(fixed) == {"spec_path", "autostart"}
     assert Path(fixed["spec_path"]) == site / "share" / PACKAGE / "export/torch_pipeline.yaml"
     assert params_file == {"LaunchConfiguration": ["params_file"]}
 
@@ -359,11 +372,15 @@ def test_every_launch_file_declares_autostart_true_and_gives_it_to_every_node(
         for c in kw["composable_node_descriptions"]
     ]
     assert len(nodes) == (1 if name == "_fused" else len(NODES))
-    for node in nodes:
-        fixed = [entry for entry in node["parameters"] if "autostart" in entry]
-        assert fixed and fixed[0]["autostart"] == {"LaunchConfiguration": ["autostart"]}
-        params_file = node["parameters"].index({"LaunchConfiguration": ["params_file"]})
-        assert node["parameters"].index(fixed[0]) < params_file  # a file's autostart wins
+    given = {"LaunchConfiguration": ["autostart"]}
+    for node in nodes:  # a -p rule (process), an entry of the load request (component)
+        entries = node["parameters"]
+        fixed = [
+            e for e in entries if e in ({"Parameter": ["autostart", given]}, {"autostart": given})
+        ]
+        assert len(fixed) == 1, entries
+        params_file = entries.index({"LaunchConfiguration": ["params_file"]})
+        assert entries.index(fixed[0]) < params_file  # a file's autostart wins
 
 
 def test_launch_files_declare_autostart_with_the_real_launch(site, monkeypatch):

@@ -260,3 +260,18 @@ class TestSeedPipeline(unittest.TestCase):
 class TestShutdown(unittest.TestCase):
     def test_every_process_exits_cleanly(self, proc_info):
         launch_testing.asserts.assertExitCodes(proc_info)
+
+    def test_no_parameters_file_is_left_in_the_temporary_folder(self, export):
+        """launch_ros writes a node's dict parameters to a launch_params_* file it never
+        removes; the launch file gives them as -p rules (composed: in the load request)."""
+        left = [path for path in Path(tempfile.gettempdir()).glob("launch_params_*")
+                if str(export) in _text(path)]  # fmt: skip
+        self.assertEqual(left, [], "a parameters file of this run's nodes was left behind")
+
+
+def _text(path: Path) -> str:
+    """``path``'s text, empty if it has gone meanwhile (another run's file)."""
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""

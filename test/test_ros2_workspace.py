@@ -170,13 +170,15 @@ def launch_and_answer(
     env: dict[str, str],
     export: Path,
     domain_id: int,
+    tmp: Path,
     bring_up: Callable[[], None] | None = None,
 ) -> None:
-    """``ros2 launch ...``: every node ready (after ``bring_up()``, given one), three actions
-    equal to eager, then SIGINT stops ros2 launch and every process it started with exit
-    code 0."""
+    """``ros2 launch ...`` with ``tmp`` as its temporary folder: every node ready (after
+    ``bring_up()``, given one), three actions equal to eager, then SIGINT stops ros2 launch
+    and every process it started with exit code 0, leaving no launch_params_* file in ``tmp``
+    (launch_ros never removes the YAML file it writes for a node's dict parameters)."""
     pipeline = leapp.Pipeline.load(export)
-    command = Command(argv, env)
+    command = Command(argv, {**env, "TMPDIR": str(tmp)})
     probe = Probe(domain_id)
     try:
         if bring_up is not None:
@@ -196,6 +198,7 @@ def launch_and_answer(
         finished = re.findall(r"process has finished cleanly \[pid (\d+)\]", command.output)
         assert set(children) <= set(map(int, finished)), command.output
         assert "process has died" not in command.output, command.output
+        assert not list(tmp.glob("launch_params_*")), command.output
     finally:
         probe.close()
         command.kill()
@@ -207,11 +210,11 @@ def exited(command: Command) -> None:
 
 
 def test_ros2_launch_of_the_generated_package_answers_like_eager_and_stops_on_sigint(
-    workspace, domain_id
+    workspace, domain_id, tmp_path
 ):
     _, export, env = workspace
     argv = [tool("ros2"), "launch", PACKAGE, "torch_pipeline.launch.py"]
-    launch_and_answer(argv, env, export, domain_id)
+    launch_and_answer(argv, env, export, domain_id, tmp_path)
 
 
 def ros2_lifecycle(env: dict[str, str], node: str, *transition: str) -> str:
@@ -232,7 +235,7 @@ def ros2_lifecycle(env: dict[str, str], node: str, *transition: str) -> str:
 
 
 def test_ros2_launch_of_the_generated_package_with_autostart_false_waits_for_ros2_lifecycle(
-    workspace, domain_id
+    workspace, domain_id, tmp_path
 ):
     _, export, env = workspace
     argv = [tool("ros2"), "launch", PACKAGE, "torch_pipeline.launch.py", "autostart:=false"]
@@ -246,12 +249,12 @@ def test_ros2_launch_of_the_generated_package_with_autostart_false_waits_for_ros
             for transition in ("configure", "activate"):  # each checks "Transitioning successful"
                 list(pool.map(lambda node, t=transition: ros2_lifecycle(env, node, t), nodes))
 
-    launch_and_answer(argv, env, export, domain_id, bring_up)
+    launch_and_answer(argv, env, export, domain_id, tmp_path, bring_up)
 
 
 def test_ros2_launch_pipeline_composed_answers_like_eager_and_stops_on_sigint(
-    workspace, domain_id
+    workspace, domain_id, tmp_path
 ):
     _, export, env = workspace
     argv = [tool("ros2"), "launch", "leapp_ros", "pipeline.launch.py", f"pipeline:={export}"]
-    launch_and_answer([*argv, "composed:=true"], env, export, domain_id)
+    launch_and_answer([*argv, "composed:=true"], env, export, domain_id, tmp_path)

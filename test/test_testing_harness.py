@@ -340,6 +340,23 @@ def test_priming_that_gets_no_answer_names_each_silent_topic():
     )
 
 
+def test_priming_that_gets_no_answer_names_each_nodes_counters(graph):
+    graph.step(seed_inputs())  # each node has run
+    probe = graph.probe
+    probe.spin_for(1.3)  # a status record (one a second) of each node since its last run
+    with pytest.raises(AssertionError) as failure:
+        prime(probe, lambda: None, [[]], 0.5)  # no input: nothing fires
+    message = str(failure.value)
+    assert message.startswith("no output within 0.5 s of publishing inputs on ")
+    for node, record in graph.status().items():  # no input since: the same counters
+        assert record["runs"] > 0 and record["dropped"] == record["errors"] == 0
+        counters = ", ".join(
+            f"{name} {record[name]}"
+            for name in ("runs", "received", "dropped", "stale", "incomplete_sets", "errors")
+        )
+        assert f"; /torch_pipeline/{node}: {counters}" in message, message
+
+
 def test_priming_stops_as_soon_as_the_check_fails():
     from std_msgs.msg import Float32MultiArray
 

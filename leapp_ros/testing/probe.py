@@ -275,7 +275,9 @@ def prime(
     state as it was (or use :class:`~leapp_ros.testing.GraphUnderTest`, which needs none).
     ``check()`` is called on every round and may raise to stop early (a graph process that
     died). On timeout the AssertionError names each inbox still empty and how many
-    publishers the probe sees on its topic (0: the node never matched the probe).
+    publishers the probe sees on its topic (0: the node never matched the probe), then the
+    counters of each node whose status the probe watches (received 0: no input reached it;
+    dropped, stale or incomplete sets: inputs came but did not fire it).
     """
     deadline = time.monotonic() + timeout_s
     while not all(inboxes):
@@ -285,6 +287,7 @@ def prime(
             raise AssertionError(
                 f"no output within {timeout_s} s of publishing inputs on "
                 + ", ".join(_silent(probe, inboxes))
+                + "".join(_counters(probe))
             )
         publish()
         probe.spin_for(interval_s)
@@ -303,6 +306,21 @@ def _silent(probe: Probe, inboxes: Sequence[list[Any]]) -> list[str]:
         for inbox in empty
     ]
     return [*named, f"({len(inboxes) - len(empty)} of {len(inboxes)} inboxes received)"]
+
+
+#: the status record's counters that tell where inputs went (see leapp_ros.node.pipeline_node)
+_COUNTERS = ("runs", "received", "dropped", "stale", "incomplete_sets", "errors")
+
+
+def _counters(probe: Probe) -> list[str]:
+    """``; <namespace>/<node>: runs 0, received 0, ...`` for each node of each namespace whose
+    status the probe watches, from its latest record."""
+    return [
+        f"; {namespace.rstrip('/')}/{node}: "
+        + ", ".join(f"{name} {record[name]}" for name in _COUNTERS if name in record)
+        for namespace, latest in probe.statuses.items()
+        for node, record in sorted(latest.items())
+    ]
 
 
 @contextlib.contextmanager

@@ -25,7 +25,8 @@ def launch_py(info: PackageInfo) -> str:
         **_common(info),
         SUMMARY="Launch the nodes of a leapp pipeline, one leapp_node process each.",
         LAUNCH_FILE=info.launch_file,
-        LAUNCH_ROS="from launch_ros.actions import LifecycleNode\n",
+        LAUNCH_ROS="from launch_ros.actions import LifecycleNode\n"
+        "from launch_ros.descriptions import Parameter\n",
         NODES=nodes,
     )
 
@@ -56,7 +57,8 @@ def fused_launch_py(info: PackageInfo) -> str:
         **_common(info),
         SUMMARY="Launch a leapp pipeline as one leapp_fused node running every node per tick.",
         LAUNCH_FILE=info.fused_launch_file,
-        LAUNCH_ROS="from launch_ros.actions import LifecycleNode\n",
+        LAUNCH_ROS="from launch_ros.actions import LifecycleNode\n"
+        "from launch_ros.descriptions import Parameter\n",
         NODES="",
     )
 
@@ -169,12 +171,12 @@ def leapp_node(name: str, spec_path: str) -> LifecycleNode:
         executable="leapp_node",
         name=name,
         namespace=LaunchConfiguration("namespace"),
+        # one -p rule each (a dict would become a YAML file in the temporary folder that
+        # launch_ros never removes), before the params file
         parameters=[
-            {
-                "spec_path": spec_path,
-                "pipeline_node": name,
-                "autostart": LaunchConfiguration("autostart"),
-            },
+            Parameter("spec_path", spec_path),
+            Parameter("pipeline_node", name),
+            Parameter("autostart", LaunchConfiguration("autostart")),
             LaunchConfiguration("params_file"),
         ],
         arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level")],
@@ -238,8 +240,9 @@ def generate_launch_description() -> LaunchDescription:
         executable="leapp_fused",
         name=FUSED,
         namespace=LaunchConfiguration("namespace"),
-        parameters=[
-            {"spec_path": spec_path, "autostart": LaunchConfiguration("autostart")},
+        parameters=[  # -p rules, not a dict: no YAML file left in the temporary folder
+            Parameter("spec_path", spec_path),
+            Parameter("autostart", LaunchConfiguration("autostart")),
             LaunchConfiguration("params_file"),
         ],
         arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level")],
