@@ -7,11 +7,13 @@ import ctypes
 import logging
 import os
 import signal
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
 import torch
+from shm_support import remove_stale_segments
 
 import leapp
 from leapp import annotate
@@ -54,6 +56,8 @@ def _leapp_logs_reach_caplog():
 
 _PR_SET_CHILD_SUBREAPER = 36
 _LEAKS = pytest.StashKey[list[str]]()
+_STARTED = pytest.StashKey[float]()  # time.time() when this run began
+_SEGMENTS = pytest.StashKey[list[str]]()  # Fast DDS segments of killed processes, removed
 
 
 def pytest_configure(config):
@@ -67,6 +71,8 @@ def pytest_configure(config):
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     config.stash[_LEAKS] = []
+    config.stash[_STARTED] = time.time()
+    config.stash[_SEGMENTS] = []
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
@@ -98,7 +104,9 @@ def _alive_or_reaped(pid: int) -> bool:
 def _no_process_outlives_its_module(request):
     """A process a test module started and did not stop would live on in a ROS domain that
     is free again for the next tests (and take CPU from them): it is killed here, and named
-    in the summary at the end of the run."""
+    in the summary at the end of the run. Then the Fast DDS shared-memory segments of the
+    processes killed since the run began (tests that stop a node with SIGKILL) are removed:
+    nothing else ever would (test/shm_support.py)."""
     yield
     for pid in _children(os.getpid()):
         if not _alive_or_reaped(pid):
@@ -116,11 +124,17 @@ def _no_process_outlives_its_module(request):
             os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
+    request.config.stash[_SEGMENTS] += remove_stale_segments(request.config.stash[_STARTED])
 
 
 def pytest_terminal_summary(terminalreporter, config):
     for line in config.stash.get(_LEAKS, []):
         terminalreporter.write_line(f"process left running by {line}", yellow=True)
+    if config.stash.get(_SEGMENTS, []):
+        count = len(config.stash[_SEGMENTS])
+        terminalreporter.write_line(
+            f"removed {count} Fast DDS shared-memory segment(s) of processes killed by the tests"
+        )
 
 
 @pytest.fixture(autouse=True)
