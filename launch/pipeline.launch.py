@@ -174,9 +174,10 @@ def ros_parameters(process: ProcessPlan, fixed: dict | None = None, rules: bool 
     explicit.update(
         (name, list(v) if isinstance(v, tuple) else v) for name, v in process.parameters
     )
+    # spec_path, pipeline_node, ...: after the file, so they win
     if explicit and rules:
         parameters += [Parameter(name, value) for name, value in explicit.items()]
-    elif explicit:  # spec_path, pipeline_node, ...: after the file, so they win
+    elif explicit:
         parameters.append(explicit)
     return parameters
 

@@ -21,17 +21,27 @@ SHM = Path("/dev/shm")
 _SEGMENT_LOCK = re.compile(r"fastdds_([0-9a-f]+)_el")  # not fastdds_port<N>_el (ports)
 
 
+def segment_locks(folder: Path = SHM) -> dict[str, str]:
+    """The lock files of Fast DDS segments in ``folder`` (ports' lock files left out), each
+    with its segment's id: ``{"fastdds_<id>_el": "<id>"}``."""
+    found = {}
+    for lock in folder.glob("fastdds_*_el"):
+        match = _SEGMENT_LOCK.fullmatch(lock.name)
+        if match is not None:
+            found[lock.name] = match.group(1)
+    return found
+
+
 def remove_stale_segments(since: float, folder: Path = SHM) -> list[str]:
     """Remove each Fast DDS segment in ``folder`` whose lock file was made at or after
     ``since`` (a ``time.time()``) and is held by no process, with its lock file; the names
     removed. Segments of live processes, of any age, are never touched: their lock is held."""
     removed = []
-    for lock in folder.glob("fastdds_*_el"):
-        match = _SEGMENT_LOCK.fullmatch(lock.name)
-        segment = folder / f"fastdds_{match.group(1)}" if match else None
+    for name, segment_id in segment_locks(folder).items():
+        lock, segment = folder / name, folder / f"fastdds_{segment_id}"
         # Fast DDS locks the file before it makes the segment: a lock file without its segment
         # may be a process starting, which has not taken the lock yet
-        if segment is None or not segment.exists():
+        if not segment.exists():
             continue
         try:
             if lock.stat().st_mtime < since:
@@ -49,7 +59,7 @@ def remove_stale_segments(since: float, folder: Path = SHM) -> list[str]:
                 segment.unlink()
             with contextlib.suppress(FileNotFoundError):
                 lock.unlink()
-            removed.append(match.group(1))
+            removed.append(segment_id)
         finally:
             os.close(descriptor)
     return removed

@@ -12,7 +12,7 @@ import time
 
 import pytest
 from runner_support import wait_until
-from shm_support import SHM, remove_stale_segments
+from shm_support import SHM, remove_stale_segments, segment_locks
 
 from leapp_ros.testing import Probe, reserve_domain_id, ros_env
 
@@ -27,17 +27,13 @@ PARTICIPANT = (
 )
 
 
-def segment_locks() -> set[str]:
-    return {path.name for path in SHM.glob("fastdds_*_el") if not path.name[8:].startswith("port")}
-
-
 @pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm (not Linux)")
 def test_a_killed_participants_segment_is_removed_and_a_live_ones_stays():
     from std_msgs.msg import String
 
     since = time.time()
     with reserve_domain_id() as domain_id:
-        before = segment_locks()
+        before = set(segment_locks())
         victim = subprocess.Popen(
             [sys.executable, "-c", PARTICIPANT],
             env=ros_env(domain_id),
@@ -48,20 +44,22 @@ def test_a_killed_participants_segment_is_removed_and_a_live_ones_stays():
         )
         try:
             assert victim.stdout.readline().strip() == "up", victim.stdout.read()
-            assert wait_until(lambda: segment_locks() - before, 10), "no segment was made"
-            killed = segment_locks() - before
+            assert wait_until(lambda: set(segment_locks()) - before, 10), "no segment was made"
+            killed = set(segment_locks()) - before
             victim.kill()  # SIGKILL: Fast DDS cannot remove its segment
             victim.wait(timeout=10)
             with Probe(domain_id) as probe:  # a live participant made after ``since``
                 probe.publisher("/shm_topic", String)
-                assert wait_until(lambda: segment_locks() - before - killed, 10)
-                live = segment_locks() - before - killed
-                assert killed <= segment_locks(), "the killed process's segment went by itself"
+                assert wait_until(lambda: set(segment_locks()) - before - killed, 10)
+                live = set(segment_locks()) - before - killed
+                assert killed <= set(segment_locks()), (
+                    "the killed process's segment went by itself"
+                )
                 removed = remove_stale_segments(since)
                 assert {f"fastdds_{name}_el" for name in removed} >= killed
-                assert not killed & segment_locks()
+                assert not killed & set(segment_locks())
                 assert not any((SHM / lock[: -len("_el")]).exists() for lock in killed)
-                assert live and live <= segment_locks(), "a live participant's segment went"
+                assert live and live <= set(segment_locks()), "a live participant's segment went"
         finally:
             if victim.poll() is None:
                 victim.kill()
