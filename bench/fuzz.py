@@ -3,8 +3,8 @@ examples; this runs as many as you give it).
 
     python bench/fuzz.py [--examples N] [--seconds S] [--only TARGET ...] [--seed SEED]
 
-Each target is a hypothesis strategy and a check from ``test/test_fuzz_spec.py`` or
-``test/test_fuzz_codecs.py``: a spec file loads as a Spec or raises a SpecError (in under a
+Each target is a hypothesis strategy and a check from ``test/spec/test_fuzz_spec.py`` or
+``test/ros/test_fuzz_codecs.py``: a spec file loads as a Spec or raises a SpecError (in under a
 second of CPU time and 100 MB; a loaded spec dumps and loads back the same), a message decodes
 to the port's dtype and shape or raises a MessageError. Every target runs until it has tried
 ``--examples`` inputs or spent ``--seconds``, in batches with fresh random seeds; a failure is
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "test"))
+sys.path[:0] = [str(ROOT / "test" / "ros"), str(ROOT / "test" / "spec")]
 
 import test_fuzz_codecs as codecs  # noqa: E402
 import test_fuzz_spec as specs  # noqa: E402

@@ -1,6 +1,6 @@
 """The recorder: user code runs eagerly while every torch, NumPy and Warp call is recorded.
 
-Sub-packages, bottom to top; each imports only those below it (``test/test_layout.py``):
+Sub-packages, bottom to top; each imports only those below it (``test/layout/test_layout.py``):
 
 - :mod:`leapp.trace.tensors`: torch tracing.
   :class:`~leapp.trace.tensors.tensor.TracedTensor`, the traced torch value;

@@ -1,0 +1,277 @@
+"""launch_testing test of launch/pipeline.launch.py with the seed export, in the three
+deployment shapes (one process per node, composed, and fused), each started as it is by default
+and with ``autostart:=false``: then the nodes wait, unconfigured and silent, until the test
+configures and activates every one with the ``ros2 lifecycle`` CLI, as a user would; one more
+run with ``autostart:=false`` is activated by launch's own lifecycle events instead
+(launch_ros's ChangeState and OnStateTransition, which reach LifecycleNode actions only).
+
+It needs the ROS 2 launch stack (launch, launch_ros, launch_testing, pytest < 9): a full ROS 2
+install, or scripts/setup.sh with ../shared/ros2-launch present (as on CI). Run it with
+``launch_test test/tools/test_pipeline_launch.py`` or
+``python -m pytest test/tools/test_pipeline_launch.py``.
+Without the launch stack it is skipped (test/tools/test_runner.py covers the same graph through
+``leapp-ros run``). Set LEAPP_ROS_TEST_EXPORT to an export folder to use it instead of tracing
+examples/torch_pipeline.py into a temporary folder.
+"""
+
+import pytest
+
+pytest.importorskip(
+    "launch_testing.actions",
+    reason="launch_testing is not installed (ROS 2 from pip wheels has no launch stack): use a "
+    "ROS 2 install, or run scripts/setup.sh with ../shared/ros2-launch present",
+)
+
+import array
+import atexit
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import launch_testing
+import launch_testing.actions
+import launch_testing.asserts
+import torch
+from launch.actions import (
+    EmitEvent,
+    IncludeLaunchDescription,
+    OpaqueFunction,
+    RegisterEventHandler,
+    SetEnvironmentVariable,
+)
+from launch.events import matches_action
+from launch.launch_description import LaunchDescription
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+from launch_ros.event_handlers import OnStateTransition
+from launch_ros.events.lifecycle import ChangeState
+from lifecycle_msgs.msg import Transition
+from support.ros import Probe
+from support.runner import SeedIO, claim_domain_id, export_seed, ros_env
+
+import leapp
+
+pytestmark = [pytest.mark.ros, pytest.mark.launch, pytest.mark.slow]
+
+LAUNCH_FILE = Path(__file__).resolve().parents[2] / "launch" / "pipeline.launch.py"
+NODES = ("preprocess", "policy")
+_exports: list[Path] = []
+
+
+def seed_export() -> Path:
+    """The export under test: LEAPP_ROS_TEST_EXPORT, or the seed traced once per run."""
+    if os.environ.get("LEAPP_ROS_TEST_EXPORT"):
+        return Path(os.environ["LEAPP_ROS_TEST_EXPORT"])
+    if not _exports:
+        folder = tempfile.mkdtemp(prefix="leapp_ros_launch_test_")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        _exports.append(export_seed(Path(folder)))
+    return _exports[0]
+
+
+_LOCKS: list = []  # the domain ids' lock files (a lock held by a local would end with it)
+
+MODES = {  # launch arguments of the three deployment shapes
+    "processes": {},
+    "composed": {"composed": "true"},
+    "fused": {"fused": "true"},
+}
+AUTOSTART = "autostart"  # the default: every node configures and activates itself
+ROS2_LIFECYCLE = "ros2 lifecycle"  # autostart:=false, then the ros2 CLI, in the test
+LAUNCH_EVENTS = "launch events"  # autostart:=false, then launch's lifecycle events
+RUNS = [
+    *((mode, start) for start in (AUTOSTART, ROS2_LIFECYCLE) for mode in MODES),
+    ("processes", LAUNCH_EVENTS),  # LifecycleNode actions: one process per node (and fused)
+]
+OUTPUTS = ("preprocess/obs", "policy/action")  # every output topic of the seed
+ROS2 = shutil.which("ros2")
+CLI_TIMEOUT_S = 30.0
+
+
+@pytest.mark.launch_test
+@launch_testing.parametrize("mode, start", RUNS)
+def generate_test_description(mode, start):
+    export = seed_export()
+    domain_id, lock = claim_domain_id()
+    _LOCKS.append(lock)  # held until this test process ends: the launched processes use it
+    arguments = {"pipeline": str(export), **MODES[mode]}
+    if start != AUTOSTART:
+        arguments["autostart"] = "false"
+    pipeline = IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(str(LAUNCH_FILE)), launch_arguments=arguments.items()
+    )
+    description = LaunchDescription(
+        [
+            # Every process of this run stays on this machine and in a domain of its own.
+            SetEnvironmentVariable("ROS_DOMAIN_ID", str(domain_id)),
+            SetEnvironmentVariable("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST"),
+            pipeline,
+            *(configure_and_activate_by_launch_events() if start == LAUNCH_EVENTS else ()),
+            # The processes are starting; the active test waits for their ready status.
+            launch_testing.actions.ReadyToTest(),
+        ]
+    )
+    return description, {"domain_id": domain_id, "export": export}
+
+
+def configure_and_activate_by_launch_events() -> list:
+    """What a robot's launch file adds to a graph started with autostart:=false to bring it
+    up itself: configure every lifecycle node, and activate each once it is inactive."""
+
+    def activate(context):
+        node = context.locals.event.action  # the LifecycleNode that became inactive
+        transition = Transition.TRANSITION_ACTIVATE
+        event = ChangeState(lifecycle_node_matcher=matches_action(node), transition_id=transition)
+        return [EmitEvent(event=event)]
+
+    return [
+        RegisterEventHandler(
+            OnStateTransition(goal_state="inactive", entities=[OpaqueFunction(function=activate)])
+        ),
+        EmitEvent(
+            event=ChangeState(
+                lifecycle_node_matcher=lambda node: True,  # every LifecycleNode of this launch
+                transition_id=Transition.TRANSITION_CONFIGURE,
+            )
+        ),
+    ]
+
+
+def answer_like_the_export(probe: Probe, pipeline: leapp.Pipeline, namespace: str) -> None:
+    """Three state / velocity pairs, each answered with the action eager PyTorch computes."""
+    seed = SeedIO(probe, namespace)
+    for _ in range(3):
+        state, velocity = torch.randn(6) * 2, torch.randn(3)
+        inputs = {"preprocess/state": state, "preprocess/velocity": velocity}
+        expected = pipeline.step(inputs)["policy/action"]
+        action = seed.step(state, velocity, expected, timeout_s=20)
+        torch.testing.assert_close(action, expected)
+
+
+def ros2_lifecycle(domain_id: int, nodes: list[str], *transition: str) -> list[str]:
+    """``ros2 lifecycle get NODE`` (or ``set NODE TRANSITION``) for each of ``nodes`` at once,
+    as a user runs it, in the test's domain; their outputs. Each is retried while the CLI has
+    not discovered its node yet (no daemon: each call discovers the graph afresh)."""
+    if ROS2 is None:
+        raise unittest.SkipTest("the ros2 CLI is not installed (scripts/setup.sh)")
+    with ThreadPoolExecutor(len(nodes)) as pool:
+        return list(pool.map(lambda node: _ros2_lifecycle(domain_id, node, *transition), nodes))
+
+
+def _ros2_lifecycle(domain_id: int, node: str, *transition: str) -> str:
+    verb = ["set", node, *transition] if transition else ["get", node]
+    argv = [ROS2, "lifecycle", *verb, "--no-daemon", "--spin-time", "2"]
+    deadline = time.monotonic() + CLI_TIMEOUT_S
+    while True:
+        done = subprocess.run(
+            argv, env=ros_env(domain_id), capture_output=True, text=True, timeout=CLI_TIMEOUT_S
+        )
+        if done.returncode == 0 or "Node not found" not in done.stderr:
+            break
+        if time.monotonic() > deadline:
+            break
+    assert done.returncode == 0, f"{' '.join(argv[1:])}: {done.stdout}{done.stderr}"
+    if transition:  # `set` exits 0 also when the transition failed
+        assert "Transitioning successful" in done.stdout, done.stdout + done.stderr
+    return done.stdout.strip()
+
+
+class TestSeedPipeline(unittest.TestCase):
+    def test_action_answers_state_and_velocity_like_the_export(self, domain_id, export, start):
+        if start == ROS2_LIFECYCLE:
+            self.skipTest("the nodes wait for ros2 lifecycle: the next test activates them")
+        pipeline = leapp.Pipeline.load(export)
+        namespace = f"/{pipeline.spec.name}"  # the launch file's default namespace
+        probe = Probe(domain_id)
+        try:
+            statuses = probe.wait_ready(namespace, NODES, timeout_s=60)
+            if start == LAUNCH_EVENTS:  # autostart false: launch's events activated them
+                probe.spin_until(
+                    lambda: all(statuses[n].get("lifecycle") == "active" for n in NODES),
+                    20,
+                    "every node active",
+                )
+            answer_like_the_export(probe, pipeline, namespace)
+        finally:
+            probe.close()
+
+    def test_with_autostart_false_nothing_is_published_until_ros2_lifecycle_activates(
+        self, domain_id, export, mode, start
+    ):
+        if start != ROS2_LIFECYCLE:
+            self.skipTest("started with autostart: true (or activated by launch)")
+        from std_msgs.msg import Float32MultiArray
+
+        pipeline = leapp.Pipeline.load(export)
+        namespace = f"/{pipeline.spec.name}"
+        names = ["leapp_fused"] if mode == "fused" else NODES  # the ROS nodes: one, or two
+        nodes = [f"{namespace}/{name}" for name in names]
+        probe = Probe(domain_id)
+        try:
+            published = {
+                topic: probe.subscribe(f"{namespace}/{topic}", Float32MultiArray)
+                for topic in OUTPUTS
+            }
+            statuses = probe.watch_status(namespace)
+            inputs = [
+                probe.publisher(f"{namespace}/preprocess/{port}", Float32MultiArray)
+                for port in ("state", "velocity")
+            ]
+
+            def send_and_listen(pairs: int = 5) -> None:
+                for _ in range(pairs):
+                    for publisher, size in zip(inputs, (6, 3), strict=True):
+                        values = array.array("f", torch.randn(size).tolist())
+                        publisher.publish(Float32MultiArray(data=values))
+                    probe.spin_for(0.1)
+
+            states = ros2_lifecycle(domain_id, nodes)
+            self.assertEqual([state.split()[0] for state in states], ["unconfigured"] * len(nodes))
+            send_and_listen()
+            self.assertEqual({t: len(m) for t, m in published.items()}, dict.fromkeys(OUTPUTS, 0))
+            self.assertEqual(statuses, {}, "a node published its status before configure")
+
+            # (each `set` checks "Transitioning successful"; the states from then on are
+            # read from the nodes' status records: a `get` costs seconds of discovery)
+            ros2_lifecycle(domain_id, nodes, "configure")
+            probe.wait_ready(namespace, NODES, timeout_s=30)  # configured: status "ready"
+            for publisher in inputs:
+                probe.wait_matched(publisher)  # the nodes subscribe once configured
+            send_and_listen()
+            self.assertEqual({t: len(m) for t, m in published.items()}, dict.fromkeys(OUTPUTS, 0))
+            self.assertEqual({statuses[n].get("lifecycle") for n in NODES}, {"inactive"})
+
+            ros2_lifecycle(domain_id, nodes, "activate")
+            probe.spin_until(
+                lambda: all(statuses[n].get("lifecycle") == "active" for n in NODES),
+                20,
+                "every node active",
+            )
+            answer_like_the_export(probe, pipeline, namespace)
+        finally:
+            probe.close()
+
+
+@launch_testing.post_shutdown_test()
+class TestShutdown(unittest.TestCase):
+    def test_every_process_exits_cleanly(self, proc_info):
+        launch_testing.asserts.assertExitCodes(proc_info)
+
+    def test_no_parameters_file_is_left_in_the_temporary_folder(self, export):
+        """launch_ros writes a node's dict parameters to a launch_params_* file it never
+        removes; the launch file gives them as -p rules (composed: in the load request)."""
+        left = [path for path in Path(tempfile.gettempdir()).glob("launch_params_*")
+                if str(export) in _text(path)]  # fmt: skip
+        self.assertEqual(left, [], "a parameters file of this run's nodes was left behind")
+
+
+def _text(path: Path) -> str:
+    """``path``'s text, empty if it has gone meanwhile (another run's file)."""
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
