@@ -12,11 +12,23 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from support import skips
 from support.shm import remove_stale_segments
 
 import leapp
 from leapp import session as session_module
+
+# Hypothesis profiles (HYPOTHESIS_PROFILE picks one): "ci", the default under CI=true, draws the
+# same 80 examples per test on every run (derandomized), so CI fails only when the code
+# changed; "dev", the default elsewhere, draws 80 new ones each run; "nightly" draws 5000 new
+# ones (a nightly job, or before a release: HYPOTHESIS_PROFILE=nightly bash scripts/test.sh -k
+# fuzz). No profile has a deadline: how long an example takes is a benchmark's question
+# (bench/fuzz.py), not a test's.
+settings.register_profile("ci", max_examples=80, derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("dev", max_examples=80, deadline=None)
+settings.register_profile("nightly", max_examples=5000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if skips.strict() else "dev"))
 
 
 @pytest.fixture(autouse=True)
