@@ -175,3 +175,13 @@ def pytest_runtest_makereport(item, call):
 def pytest_make_collect_report(collector):
     outcome = yield
     _fail_a_forbidden_skip(outcome.get_result())
+
+
+def pytest_collection_modifyitems(config, items):
+    """A launch_testing test (``@pytest.mark.launch_test``) is collected by its plugin, which
+    does not apply the module's ``pytestmark``: it starts ROS 2 processes with the launch
+    stack, so it is marked ``ros``, ``launch_stack`` and ``slow`` here."""
+    for item in items:
+        if item.get_closest_marker("launch_test") is not None:
+            for name in ("ros", "launch_stack", "slow"):
+                item.add_marker(name)

@@ -329,7 +329,7 @@ def test_fused_launch_file_starts_one_leapp_fused_node(site, stand_ins):
     assert params_file == {"LaunchConfiguration": ["params_file"]}
 
 
-@pytest.mark.launch
+@pytest.mark.launch_stack
 def test_launch_files_generate_a_description_with_the_real_launch(site, monkeypatch):
     pytest.importorskip("launch_ros.actions", reason="launch_ros is not installed (pip ROS 2)")
     from launch.launch_description_sources import (
@@ -379,7 +379,7 @@ def test_every_launch_file_declares_autostart_true_and_gives_it_to_every_node(
         assert entries.index(fixed[0]) < params_file  # a file's autostart wins
 
 
-@pytest.mark.launch
+@pytest.mark.launch_stack
 def test_launch_files_declare_autostart_with_the_real_launch(site, monkeypatch):
     pytest.importorskip("launch_ros.actions", reason="launch_ros is not installed (pip ROS 2)")
     from launch.actions import DeclareLaunchArgument

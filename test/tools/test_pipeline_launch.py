@@ -55,7 +55,7 @@ from support.runner import SeedIO, claim_domain_id, export_seed, ros_env
 
 import leapp
 
-pytestmark = [pytest.mark.ros, pytest.mark.launch, pytest.mark.slow]
+pytestmark = [pytest.mark.ros, pytest.mark.launch_stack, pytest.mark.slow]
 
 LAUNCH_FILE = Path(__file__).resolve().parents[2] / "launch" / "pipeline.launch.py"
 NODES = ("preprocess", "policy")

@@ -47,7 +47,7 @@ from graph_client import descendants  # the processes a command started
 import leapp
 from leapp_ros.testing import Probe, claim_domain_id, ros_env
 
-pytestmark = [pytest.mark.ros, pytest.mark.launch, pytest.mark.slow]
+pytestmark = [pytest.mark.ros, pytest.mark.launch_stack, pytest.mark.slow]
 
 PACKAGE = "torch_pipeline_ros"
 NAMESPACE = "/torch_pipeline"
