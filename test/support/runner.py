@@ -62,7 +62,7 @@ if mode == "config":
     sys.exit(2)
 if mode != "silent":
     print(f"[INFO] [0.0] [{name}]: leapp node '{name}' ready", file=sys.stderr, flush=True)
-if mode == "crash":
+if mode == "crash":  # crashes a moment after it reported ready (the pause is no assertion)
     time.sleep(0.3)
     print(f"{name}: boom", file=sys.stderr, flush=True)
     sys.exit(3)
