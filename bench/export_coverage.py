@@ -5,15 +5,15 @@
 
 Every float32 CPU OpInfo whose first sample input is a tensor is traced as one node (every
 tensor argument an input port), exported with jit, onnx and pt2, loaded with leapp's runner and
-compared with eager PyTorch on the traced and on perturbed inputs (``test/support/op_sweep.py`` says
-how). Each cell is ok / refused (a LeappError) / crash (any other exception, or a dead process)
-/ wrong (the artifact disagrees with eager). The totals end with how many of the ops jit
-exports correctly ONNX exports correctly too.
+compared with eager PyTorch on the traced and on perturbed inputs (``test/support/op_sweep.py``
+says how). Each cell is ok / refused (a LeappError) / crash (any other exception, or a dead
+process) / wrong (the artifact disagrees with eager). The totals end with how many of the ops
+jit exports correctly ONNX exports correctly too.
 
 ``--nvidia-python PATH`` names a second Python with NVIDIA's ``leapp`` 0.7.2 (and
 ``expecttest``) installed; its exports are made there, checked here with the same runner, and
-shown side by side. ``--write-expected`` rewrites ``test/export/op_coverage_expected.json``, the table
-``test/export/test_op_coverage.py`` holds CI to, from this run.
+shown side by side. ``--write-expected`` rewrites ``test/export/op_coverage_expected.json``,
+the table ``test/export/test_op_coverage.py`` holds CI to, from this run.
 """
 
 from __future__ import annotations
