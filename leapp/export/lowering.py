@@ -147,7 +147,10 @@ def _decomposition(
 
 def _clean(module: fx.GraphModule) -> None:
     """Constants ``make_fx`` created become buffers, which the exporter stores as initializers;
-    operations whose results are unused go."""
+    ``index_put`` index lists are spelled out (:mod:`leapp.export.index_lists`); operations
+    whose results are unused go."""
+    from leapp.export.index_lists import spell_out_index_lists
+
     graph = module.graph
     buffers = dict(module.named_buffers())
     for fx_node in graph.nodes:
@@ -156,6 +159,7 @@ def _clean(module: fx.GraphModule) -> None:
             if isinstance(value, torch.Tensor):
                 delattr(module, fx_node.target)
                 module.register_buffer(fx_node.target, value.detach().clone())
+    spell_out_index_lists(module)
     for fx_node in list(graph.nodes):
         _non_negative_dims(fx_node)
         if fx_node.target in _REWRITTEN:
