@@ -111,7 +111,7 @@ def walk_and_compare(robot, site: str, frame: tuple[int, int]) -> None:
         np.testing.assert_allclose(same_rotation(imu.orientation, quat), quat, rtol=0,
                                    atol=EXACT, err_msg=f"orientation, {where}")  # fmt: skip
         np.testing.assert_allclose(vector(imu.linear_acceleration),
-                                   fresh.sensor(f"{site}_accel").data, rtol=0, atol=1e-7,
+                                   fresh.sensor(f"{site}_accel").data, rtol=0, atol=EXACT,
                                    err_msg=f"linear acceleration, {where}")  # fmt: skip
         robot.act(scripted_targets(tick))
 
