@@ -78,7 +78,7 @@ class LoopRecord:
             parts.append(f"lowest base {min(s.height for s in self.states):.3f} m")
             parts.append(f"largest tilt {max(s.tilt_deg for s in self.states):.1f} deg")
             x, y, _ = self.states[-1].position
-            parts.append(f"base moved to x {x:.3f} m, y {y:.3f} m")
+            parts.append(f"base ended at x {x:.3f} m, y {y:.3f} m")
         for field, text in (("velocity_error", "velocity tracking error (base frame)"),
                             ("joint_error", "joint target error")):  # fmt: skip
             mean = self.mean(field)
