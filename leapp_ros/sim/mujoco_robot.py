@@ -2,16 +2,21 @@
 
 :class:`SimulatedRobot` loads an MJCF file and checks it, with the :class:`SimMap`, against the
 graph's plan before anything runs (:class:`~leapp_ros.sim.sim_map.SimMapError` naming the
-joint, body or topic). Each control tick, :meth:`SimulatedRobot.sensor_messages` gives the CDR
-bytes of every graph input topic (``sensor_msgs/JointState``: the joints' positions,
-velocities and last torques under their MJCF names; ``sensor_msgs/Imu``: the ``imu`` body's
-orientation, angular velocity in its own frame and what an accelerometer at its origin reads
-(the change of its velocity over the last control tick, less gravity);
-``geometry_msgs/Twist`` or ``TwistStamped``: ``command_velocity``), stamped with
-the simulated time. :meth:`SimulatedRobot.act` takes the command (position targets, turned into
-torques by the map's PD gains at every physics step, or torques) and steps the physics
-``decimation`` times; then the base's height and tilt tell whether it fell, and its velocity
-how well it tracks ``command_velocity``.
+joint, body, site or topic), then sets the map's physics timestep, initial joint positions and
+base pose. Each control tick, :meth:`SimulatedRobot.sensor_messages` gives the CDR bytes of
+every graph input topic, all read from one physics state and stamped with its simulated time
+(``sensor_msgs/JointState``: the joints' positions, velocities and last torques under their
+MJCF names; ``sensor_msgs/Imu``: the orientation, angular velocity and linear acceleration of
+the map's IMU body or site, in its frame, as MuJoCo's framequat, gyro and accelerometer
+sensors there read them (:class:`~leapp_ros.sim.imu_frame.ImuFrame`); ``geometry_msgs/Twist``
+or ``TwistStamped``: ``command_velocity``). :meth:`SimulatedRobot.act` takes the command
+(position targets, turned into torques by the map's PD gains at every physics step, or
+torques), steps the physics ``decimation`` times and runs ``mj_forward``, so that every
+quantity MuJoCo derives (body poses and velocities, accelerations) is of the state reached,
+as ``qpos`` and ``qvel`` are (``mj_step`` leaves them one step behind); ``mj_forward`` changes
+no state, so the trajectory is the one plain ``mj_step`` calls give. Then the base's height
+and tilt tell whether it fell, and its velocity in its own frame how well it tracks
+``command_velocity``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from leapp_ros.messages import cdr
 from leapp_ros.messages.robot_codecs import message_class
 from leapp_ros.plan.bindings import IMU, JOINT_STATE, TWIST, TWIST_STAMPED
 from leapp_ros.plan.pipeline import OutputPlan, PipelinePlan
+from leapp_ros.sim.imu_frame import ImuFrame
 from leapp_ros.sim.sim_map import SimMap, SimMapError
 
 __all__ = ["SimulatedRobot", "TickState", "command_output", "require_mujoco"]
@@ -49,14 +55,16 @@ def require_mujoco() -> Any:
 @dataclass(frozen=True)
 class TickState:
     """The robot after one control tick: simulated time, the base's height and tilt, the
-    velocity tracking error (None without a commanded velocity) and the joint target error
-    (position mode)."""
+    velocity tracking error (the largest difference between ``command_velocity`` and the
+    base's velocity in its own frame; None without a commanded velocity), the joint target
+    error (position mode) and the base's position in the world."""
 
     time_s: float
     height: float
     tilt_deg: float
     velocity_error: float | None
     joint_error: float | None
+    position: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
 def command_output(plan: PipelinePlan, topic: str = "") -> tuple[str, OutputPlan]:
@@ -121,17 +129,24 @@ class SimulatedRobot:
         self._kp, self._kd = self._per_joint(command.kp, count), self._per_joint(command.kd, count)
         self._limit = None if command.torque_limit is None else self._per_joint(
             command.torque_limit, count)  # fmt: skip
-        self._imu = self._body(sim_map.imu or model.body(self.base).name, "imu")
+        self.imu = self._imu_frame()
         self._layouts = {
             kind: cdr.layout(message_class(kind)) for kind in set(self.topics.values())
         }
+        if sim_map.timestep is not None:
+            model.opt.timestep = sim_map.timestep
         for joint, value in sim_map.initial.items():
             (address,) = self._addresses((joint,), names, model.jnt_qposadr, "initial")
             self.data.qpos[address] = value
+        if sim_map.base_pose is not None:
+            address = self._free_joint_address()
+            if sim_map.base_pose.position is not None:
+                self.data.qpos[address : address + 3] = sim_map.base_pose.position
+            if sim_map.base_pose.orientation is not None:
+                self.data.qpos[address + 3 : address + 7] = sim_map.base_pose.orientation
         mujoco.mj_forward(model, self.data)
         self._torque = np.zeros(count)
         self._target: np.ndarray | None = None
-        self._imu_reading: tuple[np.ndarray | None, float] = (None, 0.0)  # velocity, time
 
     # --- checks against the model and the graph ------------------------------------------
 
@@ -151,6 +166,34 @@ class SimulatedRobot:
             bodies = [self.model.body(i).name for i in range(1, self.model.nbody)]
             raise SimMapError(f"{self.map.path}: {key}: {name!r} is no body of the MJCF model; "
                               f"it has {bodies}") from None  # fmt: skip
+
+    def _imu_frame(self) -> ImuFrame:
+        model, site = self.model, self.map.imu_site
+        if not site:
+            body = self._body(self.map.imu or model.body(self.base).name, "imu")
+            return ImuFrame(self._mujoco, model.body(body).name, body, site=False)
+        try:
+            return ImuFrame(self._mujoco, site, int(model.site(site).id), site=True)
+        except KeyError:
+            sites = [model.site(i).name for i in range(model.nsite)]
+            raise SimMapError(f"{self.map.path}: imu_site: {site!r} is no site of the MJCF "
+                              f"model; it has {sites or 'no sites'} (or name a body with "
+                              "imu)") from None  # fmt: skip
+
+    def _free_joint_address(self) -> int:
+        """The qpos address of the base's free joint (for base_pose)."""
+        model = self.model
+        joints = [i for i in range(model.njnt) if int(model.jnt_bodyid[i]) == self.base]
+        free = int(self._mujoco.mjtJoint.mjJNT_FREE)
+        for joint in joints:
+            if int(model.jnt_type[joint]) == free:
+                return int(model.jnt_qposadr[joint])
+        names = [model.joint(joint).name or f"#{joint}" for joint in joints]
+        raise SimMapError(
+            f"{self.map.path}: base_pose needs a free joint on the base body "
+            f"{model.body(self.base).name!r}; it has {names or 'no joints'}: set its pose in "
+            "the MJCF, or name the floating body with base"
+        )
 
     def _per_joint(self, value: Any, count: int) -> np.ndarray:
         values = np.asarray(value, np.float64)
@@ -203,7 +246,7 @@ class SimulatedRobot:
         nanoseconds = round(self.data.time * 1e9)
         if hasattr(message, "header"):
             message.header.stamp.sec, message.header.stamp.nanosec = divmod(nanoseconds, 10**9)
-        data, mujoco = self.data, self._mujoco
+        data, model = self.data, self.model
         if kind == JOINT_STATE:
             message.name = list(self.joints)
             message.position = data.qpos[self._qpos].astype("<f8")
@@ -211,40 +254,18 @@ class SimulatedRobot:
             effort = dict(zip(self.commanded, self._torque, strict=True))
             message.effort = np.array([effort.get(joint, 0.0) for joint in self.joints], "<f8")
         elif kind == IMU:
-            message.header.frame_id = self.model.body(self._imu).name
-            velocity = np.zeros(6)
-            body = mujoco.mjtObj.mjOBJ_BODY
-            mujoco.mj_objectVelocity(self.model, data, body, self._imu, velocity, 1)
-            w, x, y, z = data.xquat[self._imu]
+            message.header.frame_id = self.imu.name
+            w, x, y, z = self.imu.orientation(data)
             q = message.orientation
             q.x, q.y, q.z, q.w = float(x), float(y), float(z), float(w)
-            _set(message.angular_velocity, velocity[:3])
-            _set(message.linear_acceleration, self._proper_acceleration())
+            _set(message.angular_velocity, self.imu.angular_velocity(model, data))
+            _set(message.linear_acceleration, self.imu.linear_acceleration(model, data))
         else:
             twist = message.twist if kind == TWIST_STAMPED else message
             linear, angular = self._commanded_velocity()
             _set(twist.linear, linear)
             _set(twist.angular, angular)
         return cdr.write(message, fields)
-
-    def _proper_acceleration(self) -> np.ndarray:
-        """What an accelerometer at the Imu body's origin reads, in the body's frame: the change
-        of the origin's velocity since the last reading (0 before), less gravity."""
-        mujoco, data = self._mujoco, self.data
-        velocity = np.zeros(6)
-        mujoco.mj_objectVelocity(
-            self.model, data, mujoco.mjtObj.mjOBJ_BODY, self._imu, velocity, 0
-        )
-        # the velocity is the body's centre of mass's: move it to the body's origin
-        offset = data.xpos[self._imu] - data.xipos[self._imu]
-        linear = velocity[3:] + np.cross(velocity[:3], offset)
-        elapsed = data.time - self._imu_reading[1]
-        acceleration = np.zeros(3)
-        if self._imu_reading[0] is not None and elapsed > 0:
-            acceleration = (linear - self._imu_reading[0]) / elapsed
-        self._imu_reading = (linear, data.time)
-        rotation = data.xmat[self._imu].reshape(3, 3)
-        return rotation.T @ (acceleration - self.model.opt.gravity)
 
     def _commanded_velocity(self) -> tuple[np.ndarray, np.ndarray]:
         command = np.asarray(self.map.command_velocity or (0.0, 0.0, 0.0), np.float64)
@@ -254,7 +275,7 @@ class SimulatedRobot:
 
     def act(self, command: Any) -> TickState:
         """Apply ``command`` (the command output's values, its joints' order) for one control
-        tick of ``decimation`` physics steps; the state after it."""
+        tick of ``decimation`` physics steps, then ``mj_forward``; the state after it."""
         values = np.asarray(command, np.float64).reshape(-1, len(self.commanded))[0]
         mujoco, model, data = self._mujoco, self.model, self.data
         position = self.map.command.mode == "position"
@@ -270,16 +291,18 @@ class SimulatedRobot:
             data.qfrc_applied[self._command_dofs] = torque
             self._torque = torque
             mujoco.mj_step(model, data)
+        mujoco.mj_forward(model, data)  # poses, velocities, accelerations of the state reached
         return self.state()
 
     def state(self) -> TickState:
+        """The robot now (after :meth:`act`, or at the start)."""
         data = self.data
         tilt = math.degrees(math.acos(min(1.0, max(-1.0, float(data.xmat[self.base][8])))))
         velocity_error = None
         if self.map.command_velocity:
-            velocity = np.zeros(6)
-            body = self._mujoco.mjtObj.mjOBJ_BODY
-            self._mujoco.mj_objectVelocity(self.model, data, body, self.base, velocity, 1)
+            velocity = np.zeros(6)  # angular, linear: of the base's origin, in its frame
+            frame = self._mujoco.mjtObj.mjOBJ_XBODY
+            self._mujoco.mj_objectVelocity(self.model, data, frame, self.base, velocity, 1)
             linear, angular = self._commanded_velocity()
             measured = np.concatenate([velocity[3:], velocity[:3]])
             wanted = np.concatenate([linear, angular])
@@ -288,8 +311,8 @@ class SimulatedRobot:
         joint_error = None
         if self._target is not None:
             joint_error = float(np.abs(self._target - data.qpos[self._command_qpos]).max())
-        return TickState(self.time_s, float(data.xpos[self.base][2]), tilt, velocity_error,
-                         joint_error)  # fmt: skip
+        x, y, z = (float(value) for value in data.xpos[self.base])
+        return TickState(self.time_s, z, tilt, velocity_error, joint_error, (x, y, z))
 
 
 def _set(vector: Any, values: Any) -> None:

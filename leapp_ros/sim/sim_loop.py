@@ -5,13 +5,18 @@ Each control tick, in both loops: the robot's sensor messages are made
 (:meth:`~leapp_ros.sim.mujoco_robot.SimulatedRobot.sensor_messages`), the controller answers
 with the command, the robot applies it for ``decimation`` physics steps. The graph loop sends
 the messages over the graph's topics (:class:`~leapp_ros.testing.GraphUnderTest`, isolated on
-this machine, in any mode) and waits for every output they drive; the eager loop decodes the
-same bytes as the nodes do and calls ``Pipeline.step``. The two robots start alike, so the
-commands of the two loops must be equal tick by tick; :class:`SimReport` has the largest
-difference (and its tick), the falls of each loop (the map's height or tilt rule), how well
-the base tracked ``command_velocity`` and the joints their targets. The graph loop's messages
-(the inputs and every output) go into a bag, stamped from the start time plus simulated time,
-and :meth:`SimReport.plot` draws the command difference over simulated time.
+this machine, in any mode) and waits for every output they drive; the ``leapp.Pipeline`` loop
+decodes the same bytes as the nodes do and calls ``Pipeline.step``. ``leapp-ros sim`` runs an
+export, not the user's PyTorch code, so ``leapp.Pipeline`` (the artifacts run in this process,
+no ROS) is its reference: it tells a fault of the graph (transport, message codecs, modes)
+from one of the artifacts, which both loops share; whether the artifacts compute what the
+traced PyTorch functions do is for a test with those functions (eager PyTorch) to show. The
+two robots start alike, so the commands of the two loops must be equal tick by tick;
+:class:`SimReport` has the largest difference (and its tick), the falls of each loop (the
+map's height or tilt rule), how far the base moved, how well it tracked ``command_velocity``
+(in its own frame) and the joints their targets. The graph loop's messages (the inputs and
+every output) go into a bag, stamped from the start time plus simulated time, and
+:meth:`SimReport.plot` draws the command difference over simulated time.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from leapp_ros.sim.sim_map import SimMap
 from leapp_ros.testing.failures import GraphAssertionError
 from leapp_ros.testing.topics import driven_outputs
 
-__all__ = ["LoopRecord", "SimReport", "run_eager", "run_graph", "simulate"]
+__all__ = ["LoopRecord", "SimReport", "run_graph", "run_pipeline", "simulate"]
 
 _HARNESS_QOS = QosPlan("reliable", depth=10)  # what GraphUnderTest publishes inputs with
 
@@ -72,7 +77,9 @@ class LoopRecord:
         if self.states:
             parts.append(f"lowest base {min(s.height for s in self.states):.3f} m")
             parts.append(f"largest tilt {max(s.tilt_deg for s in self.states):.1f} deg")
-        for field, text in (("velocity_error", "velocity tracking error"),
+            x, y, _ = self.states[-1].position
+            parts.append(f"base ended at x {x:.3f} m, y {y:.3f} m")
+        for field, text in (("velocity_error", "velocity tracking error (base frame)"),
                             ("joint_error", "joint target error")):  # fmt: skip
             mean = self.mean(field)
             if mean is not None:
@@ -89,7 +96,7 @@ class SimReport:
     command: str
     ticks: int
     graph: LoopRecord
-    eager: LoopRecord
+    pipeline: LoopRecord
     largest_difference: float
     where: int | None
     tolerance: float
@@ -98,7 +105,7 @@ class SimReport:
 
     @property
     def ok(self) -> bool:
-        """The graph loop ran every tick, equal to the eager loop, and never fell."""
+        """The graph loop ran every tick, equal to the leapp.Pipeline loop, and never fell."""
         return (
             self.stopped is None
             and len(self.graph.commands) == self.ticks
@@ -107,8 +114,9 @@ class SimReport:
         )
 
     def differences(self) -> list[tuple[float, float]]:
-        """``(simulated time, largest |graph - eager|)`` of every tick both loops ran."""
-        pairs = zip(self.graph.commands, self.eager.commands, self.graph.states, strict=False)
+        """``(simulated time, largest |graph - leapp.Pipeline|)`` of every tick both loops
+        ran."""
+        pairs = zip(self.graph.commands, self.pipeline.commands, self.graph.states, strict=False)
         return [(s.time_s, float(np.abs(g - e).max(initial=0.0))) for g, e, s in pairs]
 
     def format(self) -> str:
@@ -119,9 +127,9 @@ class SimReport:
             f"leapp-ros sim: {self.namespace} ({self.mode}), command {self.command}, "
             f"{self.ticks} ticks",
             f"  graph loop: {self.graph.describe()}",
-            f"  eager loop (leapp.Pipeline): {self.eager.describe()}",
-            f"  largest command difference, graph - eager: {self.largest_difference:.3g}{where}"
-            f" (tolerance {self.tolerance:g})",
+            f"  leapp.Pipeline loop: {self.pipeline.describe()}",
+            f"  largest command difference, graph - leapp.Pipeline: "
+            f"{self.largest_difference:.3g}{where} (tolerance {self.tolerance:g})",
         ]
         if self.bag is not None:
             lines.append(f"  bag of the graph loop: {self.bag}")
@@ -143,9 +151,9 @@ class SimReport:
 
         return write_deviation_plot(
             path,
-            {f"{self.command}: graph - eager": self.differences()},
+            {f"{self.command}: graph - leapp.Pipeline": self.differences()},
             title=f"leapp-ros sim {self.namespace} ({self.mode}): falls graph {self.graph.falls}"
-            f", eager {self.eager.falls}; dashed: tolerance {self.tolerance:g}",
+            f", leapp.Pipeline {self.pipeline.falls}; dashed: tolerance {self.tolerance:g}",
             x_label="simulated time (s)",
             tolerance=self.tolerance,
         )
@@ -155,7 +163,7 @@ def _external_keys(plan: PipelinePlan) -> list[str]:
     return [f"{n.name}/{p.port}" for n in plan.nodes for p in n.inputs if p.kind == "external"]
 
 
-def run_eager(plan: PipelinePlan, mjcf: str | os.PathLike[str], sim_map: SimMap) -> LoopRecord:
+def run_pipeline(plan: PipelinePlan, mjcf: str | os.PathLike[str], sim_map: SimMap) -> LoopRecord:
     """The loop with :class:`leapp.Pipeline` as the controller."""
     from leapp import spec as spec_module
     from leapp.run.pipeline import Pipeline
@@ -225,8 +233,8 @@ def simulate(
     timeout_s: float = 10.0,
     startup_timeout_s: float = 60.0,
 ) -> SimReport:
-    """Both loops for ``plan``'s graph in ``mode`` (a name of :data:`leapp_ros.testing.MODES`),
-    the graph loop's messages into the new bag ``bag``.
+    """Both loops (the leapp.Pipeline loop first) for ``plan``'s graph in ``mode`` (a name of
+    :data:`leapp_ros.testing.MODES`), the graph loop's messages into the new bag ``bag``.
 
     Raises:
         SimMapError, BagError, DependencyError: before anything starts.
@@ -236,7 +244,7 @@ def simulate(
     command = plan.resolve(SimulatedRobot(mjcf, sim_map, plan).command_key)  # every check
     writer = BagWriter(bag) if bag is not None else None
     try:
-        eager = run_eager(plan, mjcf, sim_map)
+        reference = run_pipeline(plan, mjcf, sim_map)
         graph = GraphUnderTest(plan, timeout_s=startup_timeout_s, step_timeout_s=timeout_s,
                                **MODES[mode])  # fmt: skip
         try:
@@ -250,9 +258,10 @@ def simulate(
         if writer is not None:
             writer.close()
     differences = [float(np.abs(g - e).max(initial=0.0))
-                   for g, e in zip(record.commands, eager.commands, strict=False)]  # fmt: skip
+                   for g, e in zip(record.commands, reference.commands, strict=False)]  # fmt: skip
     largest = max(differences, default=0.0)
     where = int(np.argmax(differences)) if differences else None
     names = {"processes": "one process per node", "composed": "composed", "fused": "fused"}
-    return SimReport(plan.namespace, names[mode], command, sim_map.ticks, record, eager, largest,
-                     where, tolerance, None if bag is None else Path(bag), stopped)  # fmt: skip
+    return SimReport(plan.namespace, names[mode], command, sim_map.ticks, record, reference,
+                     largest, where, tolerance, None if bag is None else Path(bag),
+                     stopped)  # fmt: skip

@@ -2,12 +2,18 @@
 
 ::
 
-    decimation: 4            # physics steps per control tick (the MJCF's timestep each)
+    decimation: 4            # physics steps per control tick
+    timestep: 0.002          # s per physics step (default: the MJCF's option timestep)
     ticks: 200               # control ticks per run
-    base: torso              # the robot's base body: falls, command tracking, the Imu
+    base: torso              # the robot's base body: falls, command tracking (default: the
+                             # first body of the model)
+    base_pose:               # where the base starts (its free joint's qpos; default: the MJCF's)
+      position: [0.0, 0.0, 0.45]          # m, in the world
+      orientation: [1.0, 0.0, 0.0, 0.0]   # w, x, y, z (normalized here)
     joints: [hip, knee]      # MJCF joints in the JointState (default: every hinge and slide)
     initial: {hip: 0.1}      # initial joint positions (rad or m; default: the model's)
-    imu: torso               # the body whose angular velocity and orientation the Imu carries
+    imu: torso               # the body whose frame the Imu reads (default: the base) ...
+    imu_site: imu            # ... or the site (give one of the two)
     command_velocity: [0.5, 0.0, 0.2]   # the commanded Twist: linear x, y, angular z (or 6)
     command:
       topic: policy/joint_targets       # default: the graph's one joint target output
@@ -22,11 +28,13 @@
 Every key but ``command`` is optional. What is published each tick follows from the graph's
 input topics: a ``sensor_msgs/JointState`` topic gets the joints' positions and velocities
 (and the last torques as effort) under their MJCF names, a ``sensor_msgs/Imu`` topic the
-``imu`` body's angular velocity (in the body frame), orientation and proper acceleration (over
-the last tick), a
-``geometry_msgs/Twist`` (or ``TwistStamped``) topic ``command_velocity``. :func:`load_map`
-checks the file against the model and the plan together and raises :class:`SimMapError`
-naming the key, joint, body or topic that does not fit, and what to write instead.
+orientation, angular velocity and linear acceleration of the ``imu`` body's frame or the
+``imu_site``'s, as MuJoCo's framequat, gyro and accelerometer sensors there read them
+(:mod:`leapp_ros.sim.imu_frame`), a ``geometry_msgs/Twist`` (or ``TwistStamped``) topic
+``command_velocity``. :func:`load_map` checks the file's schema, and
+:class:`~leapp_ros.sim.mujoco_robot.SimulatedRobot` checks it against the model and the plan;
+both raise :class:`SimMapError` naming the key, joint, body, site or topic that does not fit,
+and what to write instead.
 """
 
 from __future__ import annotations
@@ -40,12 +48,21 @@ from typing import Any
 
 from leapp.errors import LeappError
 
-__all__ = ["CommandMap", "FallRule", "SimMap", "SimMapError", "load_map", "parse_map"]
+__all__ = [
+    "BasePose",
+    "CommandMap",
+    "FallRule",
+    "SimMap",
+    "SimMapError",
+    "load_map",
+    "parse_map",
+]
 
-_KEYS = {"decimation", "ticks", "base", "joints", "initial", "imu", "command_velocity",
-         "command", "fall"}  # fmt: skip
+_KEYS = {"decimation", "timestep", "ticks", "base", "base_pose", "joints", "initial", "imu",
+         "imu_site", "command_velocity", "command", "fall"}  # fmt: skip
 _COMMAND_KEYS = {"topic", "mode", "kp", "kd", "torque_limit"}
 _FALL_KEYS = {"min_height", "max_tilt_deg"}
+_POSE_KEYS = {"position", "orientation"}
 MODES = ("position", "torque")
 
 
@@ -80,8 +97,19 @@ class FallRule:
 
 
 @dataclass(frozen=True)
+class BasePose:
+    """The base's initial pose: ``position`` (m) and ``orientation`` (unit ``w, x, y, z``) in
+    the world; None keeps the model's."""
+
+    position: tuple[float, float, float] | None
+    orientation: tuple[float, float, float, float] | None
+
+
+@dataclass(frozen=True)
 class SimMap:
-    """A checked map (see the module documentation); ``path`` for messages."""
+    """A checked map (see the module documentation); ``path`` for messages. ``imu`` is the
+    Imu's body, or empty when ``imu_site`` names its site; ``timestep`` None keeps the
+    MJCF's."""
 
     path: Path
     decimation: int
@@ -93,6 +121,9 @@ class SimMap:
     command_velocity: tuple[float, ...]
     command: CommandMap
     fall: FallRule
+    imu_site: str = ""
+    base_pose: BasePose | None = None
+    timestep: float | None = None
 
 
 def load_map(path: str | os.PathLike[str]) -> SimMap:
@@ -139,6 +170,15 @@ def parse_map(document: Any, path: Path) -> SimMap:
         raise SimMapError(f"{what}: command_velocity takes 3 values (linear x, y, angular z) "
                           f"or 6 (linear, angular), got {velocity!r}")  # fmt: skip
     base = document.get("base", "")
+    if "imu" in document and "imu_site" in document:
+        raise SimMapError(f"{what}: give the Imu's frame as imu (a body) or imu_site (a site), "
+                          f"not both (imu: {document['imu']!r}, imu_site: "
+                          f"{document['imu_site']!r})")  # fmt: skip
+    imu_site = _name(document.get("imu_site", ""), f"{what}: imu_site")
+    timestep = document.get("timestep")
+    if timestep is not None and _number(timestep, f"{what}: timestep") <= 0:
+        raise SimMapError(f"{what}: timestep must be a positive number of seconds, got "
+                          f"{timestep!r}")  # fmt: skip
     return SimMap(
         path=path,
         decimation=_positive_int(document.get("decimation", 1), f"{what}: decimation"),
@@ -146,7 +186,7 @@ def parse_map(document: Any, path: Path) -> SimMap:
         base=_name(base, f"{what}: base"),
         joints=tuple(joints),
         initial={str(k): _number(v, f"{what}: initial.{k}") for k, v in initial.items()},
-        imu=_name(document.get("imu", base), f"{what}: imu"),
+        imu="" if imu_site else _name(document.get("imu", base), f"{what}: imu"),
         command_velocity=tuple(_numbers(velocity, f"{what}: command_velocity")),
         command=CommandMap(
             topic=_name(command.get("topic", ""), f"{what}: command.topic"),
@@ -161,6 +201,31 @@ def parse_map(document: Any, path: Path) -> SimMap:
             min_height=_optional(fall.get("min_height"), f"{what}: fall.min_height"),
             max_tilt_deg=_optional(fall.get("max_tilt_deg"), f"{what}: fall.max_tilt_deg"),
         ),
+        imu_site=imu_site,
+        base_pose=_pose(document["base_pose"], what) if "base_pose" in document else None,
+        timestep=None if timestep is None else float(timestep),
+    )
+
+
+def _pose(value: Any, what: str) -> BasePose:
+    pose = _mapping(value, f"{what}: base_pose")
+    _unknown(pose, _POSE_KEYS, f"{what}: base_pose")
+    position = orientation = None
+    if "position" in pose:
+        position = _numbers(pose["position"], f"{what}: base_pose.position")
+        if len(position) != 3:
+            raise SimMapError(f"{what}: base_pose.position takes 3 numbers (x, y, z in m), "
+                              f"got {pose['position']!r}")  # fmt: skip
+    if "orientation" in pose:
+        orientation = _numbers(pose["orientation"], f"{what}: base_pose.orientation")
+        norm = math.sqrt(sum(value * value for value in orientation))
+        if len(orientation) != 4 or norm < 1e-9:
+            raise SimMapError(f"{what}: base_pose.orientation takes a quaternion of 4 numbers "
+                              f"(w, x, y, z), not all 0, got {pose['orientation']!r}")  # fmt: skip
+        orientation = [value / norm for value in orientation]
+    return BasePose(
+        position=None if position is None else tuple(position),  # type: ignore[arg-type]
+        orientation=None if orientation is None else tuple(orientation),  # type: ignore[arg-type]
     )
 
 

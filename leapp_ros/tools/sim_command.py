@@ -7,14 +7,17 @@
     leapp-ros sim exports/robot_policy --mjcf robot.xml --map sim_map.yaml --fused --out run1
 
 The map (:mod:`leapp_ros.sim.sim_map`) says how the model becomes the graph's sensor messages
-and what the command does. The same loop runs with ``leapp.Pipeline`` first, then through the
-graph (isolated on this machine); the report has the ticks, falls, command tracking and the
-largest difference between the two loops' commands. ``OUT`` (default ``sim_<pipeline>``, a new
-folder) receives ``bag/``, a rosbag2 folder of the graph loop (``leapp-ros verify --bag`` and
-``ros2 bag`` read it), and ``commands.png``, the command difference over simulated time (when
-Pillow is installed). Exit code 0 when the graph equals the eager loop within ``--tolerance``
-and the robot never fell, 1 otherwise, 2 for a bad export, model, map or output folder (before
-anything starts).
+(each in the frame its message defines) and what the command does. The same loop runs with
+``leapp.Pipeline`` first (the export's artifacts in this process, without ROS: the tool has
+the export, not the PyTorch code it came from), then through the graph (isolated on this
+machine); the report has the ticks, falls, how far the base moved, velocity tracking in the
+base's frame, joint target tracking and the largest difference between the two loops'
+commands. ``OUT`` (default ``sim_<pipeline>``, a new folder) receives ``bag/``, a rosbag2
+folder of the graph loop (``leapp-ros verify --bag`` and ``ros2 bag`` read it), and
+``commands.png``, the command difference over simulated time (when Pillow is installed). Exit
+code 0 when the graph equals the ``leapp.Pipeline`` loop within ``--tolerance`` and the robot
+never fell, 1 otherwise, 2 for a bad export, model, map or output folder (before anything
+starts).
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ def add_sim(commands: argparse._SubParsersAction) -> None:
             "Each control tick: publish the model's sensor messages (JointState, Imu, Twist) "
             "on the graph's input topics, wait for the command, apply it (position targets "
             "through PD gains, or torques), step the physics 'decimation' times. The same loop "
-            "with leapp.Pipeline is the reference. Needs MuJoCo: pip install 'leapp_ros[sim]'."
+            "with leapp.Pipeline (the export's artifacts, no ROS) is the reference. Needs "
+            "MuJoCo: pip install 'leapp_ros[sim]'."
         ),
     )
     sim.add_argument("export", type=Path, help="export folder or YAML, or a generated package")

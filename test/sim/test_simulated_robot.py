@@ -1,7 +1,9 @@
 """``leapp-ros sim`` closes the live graph around a MuJoCo model in lockstep: a pendulum held up
-by a policy exported here runs in every mode with the graph's commands equal to the eager
-``leapp.Pipeline`` loop's within 1e-5, a zero policy lets it fall and the report says so, and
-maps that do not fit their schema, the model or the graph get errors naming what is wrong.
+by a policy exported here runs in every mode with the graph's commands equal, tick by tick
+within 1e-5, to eager PyTorch's in a plain MuJoCo loop (the traced functions called on
+MuJoCo's own sensor readings, ``data.sensordata``), and to the simulator's own reference, the
+``leapp.Pipeline`` loop; a zero policy lets it fall and the report says so, and maps that do
+not fit their schema, the model or the graph get errors naming what is wrong.
 
 The model: one hinge about y at the floor, a 0.5 m pole with a 1 kg head; upright is unstable
 (gravity's torque is about 4.9 N m per rad). The policy: ``observe`` (TorchScript) builds an
@@ -15,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -40,8 +43,15 @@ MJCF = """<mujoco model="pendulum">
       <joint name="hinge" type="hinge" axis="0 1 0" damping="0.02"/>
       <geom type="capsule" fromto="0 0 0 0 0 0.5" size="0.02" mass="0.1"/>
       <geom type="sphere" pos="0 0 0.5" size="0.05" mass="1"/>
+      <site name="pole_origin"/>
     </body>
   </worldbody>
+  <sensor>
+    <jointpos name="q" joint="hinge"/>
+    <jointvel name="qd" joint="hinge"/>
+    <gyro name="rate" site="pole_origin"/>
+    <framequat name="rotation" objtype="xbody" objname="pole"/>
+  </sensor>
 </mujoco>
 """
 MAP = {
@@ -104,12 +114,17 @@ def control(policy, obs, *, zero: bool):
         [TensorSemantics(name="command", ref=output, kind=kind, element_names=["hinge"])],
         export_with="onnx",
     )
+    return output
+
+
+def seeded_control() -> Control:
+    torch.manual_seed(3)
+    return Control().eval()
 
 
 def export_pendulum(save_path: Path, name: str, *, zero: bool = False) -> Path:
     session_module._active = None
-    torch.manual_seed(3)
-    policy = Control().eval()
+    policy = seeded_control()
     values = (
         torch.tensor([0.2]),
         torch.zeros(1),
@@ -140,11 +155,41 @@ def pendulum(tmp_path_factory):
         zero_map=zero_map,
         export=export_pendulum(folder, "pendulum"),
         zero=export_pendulum(folder, "zero_pendulum", zero=True),
+        eager=eager_commands(mjcf, TICKS),
     )
 
 
+def eager_commands(mjcf: Path, ticks: int) -> np.ndarray:
+    """The pendulum in plain MuJoCo, held by eager PyTorch: each tick ``observe`` and
+    ``control`` run on the sensors' readings of the state reached (``mj_forward``), the target
+    goes through the map's PD law at every physics step. The commands, one per tick."""
+    import mujoco
+
+    model = mujoco.MjModel.from_xml_path(str(mjcf))
+    data = mujoco.MjData(model)
+    data.qpos[0] = MAP["initial"]["hinge"]
+    mujoco.mj_forward(model, data)
+    policy, gains = seeded_control(), MAP["command"]
+    command, commands = torch.tensor(MAP["command_velocity"]), []
+    for _ in range(ticks):
+        readings = [torch.tensor(data.sensor(name).data, dtype=torch.float32)
+                    for name in ("q", "qd", "rate", "rotation")]  # fmt: skip
+        with torch.no_grad():
+            target = control(policy, observe(*readings, command), zero=False).numpy()
+        commands.append(target.copy())
+        for _ in range(MAP["decimation"]):
+            torque = (
+                gains["kp"] * (target.astype(np.float64) - data.qpos) - gains["kd"] * data.qvel
+            )
+            data.qfrc_applied[:] = np.clip(torque, -gains["torque_limit"], gains["torque_limit"])
+            mujoco.mj_step(model, data)
+        mujoco.mj_forward(model, data)
+    return np.array(commands)
+
+
 def write_map(folder: Path, name: str, **changes) -> Path:
-    document = {**MAP, **changes}
+    """The map with ``changes`` (a key changed to None is left out)."""
+    document = {key: value for key, value in {**MAP, **changes}.items() if value is not None}
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(document), encoding="utf-8")
     return path
@@ -158,28 +203,39 @@ def sim(pendulum, export: Path, map_path: Path, out: str, *options: str) -> int:
 
 
 @pytest.mark.parametrize("mode", ["processes", "composed"])
-def test_the_graph_loop_equals_the_eager_loop_within_1e_5_per_command(pendulum, mode):
+def test_the_graph_loop_commands_as_eager_pytorch_within_1e_5_per_tick(pendulum, mode):
     plan = load_plan(pendulum.export)
     report = simulate(plan, pendulum.mjcf, load_map(pendulum.map), mode=mode)
     assert report.stopped is None, report.format()
-    assert len(report.graph.commands) == len(report.eager.commands) == TICKS
-    assert report.largest_difference <= 1e-5, report.format()
-    assert report.graph.falls == report.eager.falls == 0, report.format()
+    assert len(report.graph.commands) == len(report.pipeline.commands) == TICKS
+    differences = np.abs(np.array(report.graph.commands) - pendulum.eager).max(axis=1)
+    assert differences.max() <= 1e-5, (
+        f"graph - eager PyTorch: {differences.max():.3g} at tick {differences.argmax()}\n"
+        f"{report.format()}"
+    )
+    assert report.largest_difference <= 1e-5, report.format()  # graph - leapp.Pipeline
+    assert report.graph.falls == report.pipeline.falls == 0, report.format()
     assert report.ok, report.format()
 
 
 def test_the_sim_command_writes_a_bag_and_a_plot_of_the_fused_run(pendulum, capsys):
+    from rclpy.serialization import deserialize_message
+    from std_msgs.msg import Float64MultiArray
+
+    from leapp_ros.bag.bag_file import read_bag
+
     out = pendulum.folder / "fused_run"
     code = sim(pendulum, pendulum.export, pendulum.map, "fused_run", "--fused")
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "sim passed" in printed and "(fused)" in printed, printed
     assert (out / "commands.png").stat().st_size > 1000
-    from leapp_ros.bag.bag_file import read_bag
-
     bag = read_bag(out / "bag")
-    assert bag.count("/pendulum/control/command") == TICKS
     assert bag.count("/pendulum/observe/joint_states") == TICKS
+    recorded = [deserialize_message(m.data, Float64MultiArray).data for m in bag.messages
+                if m.topic == "/pendulum/control/command"]  # fmt: skip
+    assert len(recorded) == TICKS
+    np.testing.assert_allclose(np.array(recorded), pendulum.eager, rtol=0, atol=1e-5)
 
 
 def test_a_zero_policy_lets_the_robot_fall_and_the_report_says_so(pendulum, capsys):
@@ -188,7 +244,7 @@ def test_a_zero_policy_lets_the_robot_fall_and_the_report_says_so(pendulum, caps
     assert code == 1, printed
     assert "the robot fell" in printed, printed
     assert "graph loop: 60 ticks, 1 fall(s)" in printed, printed
-    assert "largest command difference, graph - eager: 0" in printed, printed
+    assert "largest command difference, graph - leapp.Pipeline: 0" in printed, printed
 
 
 @pytest.mark.parametrize(
@@ -199,6 +255,11 @@ def test_a_zero_policy_lets_the_robot_fall_and_the_report_says_so(pendulum, caps
         ({"command": {"mode": "velocity"}}, "command.mode is 'velocity'"),
         ({"joints": ["knee"]}, "joint(s) ['knee'] are no hinge or slide joint"),
         ({"imu": "torso"}, "imu: 'torso' is no body of the MJCF model"),
+        ({"imu": None, "imu_site": "imu"}, "imu_site: 'imu' is no site of the MJCF model; it has"),
+        ({"imu_site": "pole_origin"}, "give the Imu's frame as imu (a body) or imu_site"),
+        ({"base_pose": {"position": [0, 0, 1]}}, "base_pose needs a free joint on the base body"),
+        ({"base_pose": {"orientation": [0, 0, 0, 0]}}, "base_pose.orientation takes a quaternion"),
+        ({"timestep": 0}, "timestep must be a positive number of seconds"),
         ({"decimation": 0}, "decimation must be a positive whole number"),
         ({"command": {"mode": "torque", "topic": "observe/obs_x"}}, "publishes no"),
         ({"command": {"mode": "position", "kp": [1.0, 2.0], "kd": 1.0}}, "take one number or 1"),
@@ -209,6 +270,11 @@ def test_a_zero_policy_lets_the_robot_fall_and_the_report_says_so(pendulum, caps
         "bad_mode",
         "unknown_joint",
         "unknown_body",
+        "unknown_site",
+        "imu_and_imu_site",
+        "base_without_free_joint",
+        "zero_quaternion",
+        "timestep",
         "decimation",
         "unknown_command_topic",
         "gains_per_joint",
