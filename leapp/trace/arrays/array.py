@@ -42,7 +42,7 @@ from leapp.trace.tensors.tensor import TracedTensor, wrap
 if TYPE_CHECKING:
     from torch.fx import Node
 
-    from leapp.trace.tensors.recorder import NodeTrace
+    from leapp.trace.tensors.node_trace import NodeTrace
 
 __all__ = [
     "TracedArray",
@@ -70,7 +70,7 @@ def _writes_module():
 class TracedArray(np.ndarray):
     """An array owned by one run of one pipeline node.
 
-    ``_leapp_trace`` is the :class:`~leapp.trace.tensors.recorder.NodeTrace` recording it and
+    ``_leapp_trace`` is the :class:`~leapp.trace.tensors.node_trace.NodeTrace` recording it and
     ``_leapp_node`` the fx node that computes its current value. An array NumPy derived from a
     traced one without leapp seeing it (an ndarray method outside leapp's table) has
     ``_leapp_node`` None: using it inside the node raises instead of exporting a wrong graph.

@@ -33,13 +33,9 @@ from leapp.trace.arrays import indexing
 from leapp.trace.arrays.array import TracedArray, rebind, tensor_view, wrap_array
 from leapp.trace.arrays.handover import arrays_outside_nodes, written_outside
 from leapp.trace.location import user_location
+from leapp.trace.tensors.node_trace import NodeTrace
 from leapp.trace.tensors.operation import NUMBER_HINT, Operation
-from leapp.trace.tensors.recorder import (
-    FrozenValueWarning,
-    NodeTrace,
-    owning_trace,
-    python_value_of,
-)
+from leapp.trace.tensors.recorder import FrozenValueWarning, owning_trace, python_value_of
 from leapp.trace.tensors.tensor import TracedTensor, wrap
 
 __all__ = ["call_function", "call_ufunc", "getitem", "run", "ufunc_name"]

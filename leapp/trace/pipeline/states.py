@@ -17,7 +17,7 @@ import torch
 from leapp.errors import GraphError
 
 if TYPE_CHECKING:
-    from leapp.trace.tensors.recorder import NodeTrace
+    from leapp.trace.tensors.node_trace import NodeTrace
 
 __all__ = ["check_update", "unupdated_as_inputs"]
 
