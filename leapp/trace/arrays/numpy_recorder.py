@@ -155,8 +155,10 @@ def adopt(trace: NodeTrace, what: str, expected: Any, got: Any) -> Any:
     """NumPy's ``expected`` result as TracedArray(s) on the nodes of the torch result ``got``."""
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)) or len(got) != len(expected):
-            raise TraceError(f"node {trace.node!r}: {what}: the torch equivalent's results do "
-                             "not match NumPy's; please report this leapp bug.")  # fmt: skip
+            raise TraceError(
+                f"node {trace.node!r}: {what}: the torch equivalent's results do not match "
+                "NumPy's; please report this leapp bug."
+            )
         items = [adopt(trace, what, e, g) for e, g in zip(expected, got, strict=True)]
         return items if isinstance(expected, list) else tuple(items)
     if isinstance(expected, np.generic):
