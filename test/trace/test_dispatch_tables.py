@@ -11,21 +11,25 @@ import pytest
 
 CHECK = """
 import dataclasses, importlib, sys
-table = getattr(importlib.import_module(sys.argv[1]), sys.argv[2])
+importlib.import_module(sys.argv[1])
+table = getattr(importlib.import_module(sys.argv[2]), sys.argv[3])
 fields = dataclasses.fields(table)
 print([field.name for field in fields if getattr(table, field.name) is field.default])
 """
 
 
-@pytest.mark.parametrize(
-    ("module", "table"),
-    [("leapp.trace.tensors.tensor", "DISPATCH"), ("leapp.trace.arrays.array", "ARRAY_CALLS")],
-)
-def test_importing_a_traced_value_registers_its_recorders(module, table):
-    # Only the value's module is imported: its package's __init__ imports the recorders.
-    result = subprocess.run(
-        [sys.executable, "-c", CHECK, module, table], capture_output=True, text=True, timeout=120
-    )
+TABLES = {
+    "leapp.trace.tensors.tensor": ("leapp.trace.tensors.tensor", "DISPATCH"),
+    "leapp.trace.arrays.array": ("leapp.trace.arrays.array_calls", "ARRAY_CALLS"),
+}
+
+
+@pytest.mark.parametrize("module", TABLES)
+def test_importing_a_traced_value_registers_its_recorders(module):
+    # Only the value's module (and its table's) is imported: the package's __init__ imports
+    # the recorders.
+    command = [sys.executable, "-c", CHECK, module, *TABLES[module]]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
 

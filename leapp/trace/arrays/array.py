@@ -12,7 +12,8 @@ node's ``torch.fx`` graph, so every exported artifact is a torch graph::
 Interception uses NumPy's documented protocols: ``__array_ufunc__`` (ufuncs and operators),
 ``__array_function__`` (``np.concatenate``, ``np.sum``...), plus the ndarray methods, indexing
 and item assignment defined here. Each of them hands the call to the function in the array's
-dispatch table (:data:`ARRAY_CALLS`), which the recorders register when they are imported:
+dispatch table (:mod:`leapp.trace.arrays.array_calls`), which the recorders register when they
+are imported:
 :mod:`leapp.trace.arrays.numpy_recorder` for calls, :mod:`leapp.trace.arrays.writes` for
 writes; importing this package imports both, so a traced array never exists without them.
 
@@ -31,8 +32,7 @@ values (``np.zeros_like(...)``), or use ``np.concatenate``.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,6 +40,7 @@ import torch
 
 from leapp.errors import TraceError
 from leapp.numpy.operands import constant_tensor, shared_tensor
+from leapp.trace.arrays.array_calls import ARRAY_CALLS
 from leapp.trace.location import user_location
 from leapp.trace.tensors.extensions import EXTENSIONS
 from leapp.trace.tensors.tensor import TracedTensor, wrap
@@ -50,8 +51,6 @@ if TYPE_CHECKING:
     from leapp.trace.tensors.node_trace import NodeTrace
 
 __all__ = [
-    "ARRAY_CALLS",
-    "ArrayCalls",
     "TracedArray",
     "array_from_tensor",
     "check_usable",
@@ -61,35 +60,6 @@ __all__ = [
     "traced_input",
     "wrap_array",
 ]
-
-
-def _no_recorder(*args: Any, **kwargs: Any) -> Any:
-    raise RuntimeError(
-        "a NumPy call on a TracedArray: no recorder is registered. Import "
-        "leapp.trace.arrays.numpy_recorder and leapp.trace.arrays.writes (importing "
-        "leapp.trace.arrays does) before tracing."
-    )
-
-
-@dataclass
-class ArrayCalls:
-    """Where :class:`TracedArray` hands NumPy's protocols and its own methods, set by the
-    recorders when they are imported: calls by :mod:`leapp.trace.arrays.numpy_recorder`,
-    writes by :mod:`leapp.trace.arrays.writes` (see there for each one's arguments)."""
-
-    ufunc: Callable[..., Any] = _no_recorder  # __array_ufunc__ without out=
-    function: Callable[..., Any] = _no_recorder  # __array_function__
-    getitem: Callable[..., Any] = _no_recorder
-    astype: Callable[..., Any] = _no_recorder
-    set_shape: Callable[..., None] = _no_recorder
-    python_value: Callable[..., Any] = _no_recorder  # bool(a), a.item()...: refused or frozen
-    refuse: Callable[..., None] = _no_recorder  # an in-place method leapp does not trace
-    ufunc_out: Callable[..., Any] = _no_recorder  # __array_ufunc__ with out= (a += 1)
-    copyto: Callable[..., None] = _no_recorder
-    assign: Callable[..., None] = _no_recorder  # a[key] = value, a.fill(value)
-
-
-ARRAY_CALLS = ArrayCalls()
 
 
 class TracedArray(np.ndarray):

@@ -32,13 +32,13 @@ from leapp.numpy import functions, ufuncs
 from leapp.numpy.operands import UnsupportedFormError, constant_tensor, torch_dtype
 from leapp.trace.arrays import indexing
 from leapp.trace.arrays.array import (
-    ARRAY_CALLS,
     TracedArray,
     check_usable,
     rebind,
     tensor_view,
     wrap_array,
 )
+from leapp.trace.arrays.array_calls import ARRAY_CALLS
 from leapp.trace.arrays.handover import arrays_outside_nodes, written_outside
 from leapp.trace.location import user_location
 from leapp.trace.tensors.node_trace import NodeTrace

@@ -18,7 +18,8 @@ import torch
 from leapp.errors import TraceError
 from leapp.numpy import ufuncs
 from leapp.trace.arrays import indexing
-from leapp.trace.arrays.array import ARRAY_CALLS, TracedArray, live_arrays, rebind, tensor_view
+from leapp.trace.arrays.array import TracedArray, live_arrays, rebind, tensor_view
+from leapp.trace.arrays.array_calls import ARRAY_CALLS
 from leapp.trace.arrays.handover import written_outside
 from leapp.trace.arrays.numpy_recorder import (
     owner,
