@@ -24,7 +24,7 @@ from leapp.graph.flows import pipeline_section, save_initial_values
 from leapp.graph.node_graph import ExportGraph, export_graph, recorded_graph
 from leapp.graph.port_names import PortNaming
 from leapp.trace.pipeline.recording import Recording
-from leapp.trace.tensors.recorder import NodeTrace
+from leapp.trace.tensors.node_trace import NodeTrace
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 import torch.fx as fx
 
-from leapp.trace.tensors.recorder import NodeTrace
+from leapp.trace.tensors.node_trace import NodeTrace
 
 logger = logging.getLogger(__name__)
 

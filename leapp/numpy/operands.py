@@ -1,15 +1,17 @@
 """NumPy values as torch operands: dtypes, constant tensors, casts and NumPy's promotion.
 
 The helpers every part of the NumPy -> torch table shares (:mod:`leapp.numpy.functions`,
-:mod:`leapp.numpy.ufuncs`) and that the recorder of traced arrays (:mod:`leapp.trace.arrays.array`)
-uses to view arrays as tensors. An entry of the table receives its arguments as torch values and
-calls :func:`tensor_of`, :func:`promote` and :func:`operand` to compute with NumPy's dtypes.
+:mod:`leapp.numpy.reductions`, :mod:`leapp.numpy.shapes`, :mod:`leapp.numpy.ufuncs`) and that
+the recorder of traced arrays (:mod:`leapp.trace.arrays.array`) uses to view arrays as tensors.
+An entry of the table receives its arguments as torch values and calls :func:`tensor_of`,
+:func:`promote` and :func:`operand` to compute with NumPy's dtypes.
 """
 
 from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -23,6 +25,7 @@ __all__ = [
     "cast",
     "constant_tensor",
     "numpy_dtype",
+    "on_tensor",
     "operand",
     "promote",
     "reject",
@@ -132,3 +135,9 @@ def operand(value: Any, dtype: np.dtype, literal: bool = True) -> Any:
         scalar = np.asarray(value, dtype=dtype).item()
         return scalar if literal else torch.tensor(scalar, dtype=torch_dtype(dtype))
     return tensor_of(value, dtype)
+
+
+def on_tensor(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` called on the tensor of its first argument, the rest passed as given
+    (``np.copy`` is ``on_tensor(torch.clone)``)."""
+    return lambda a, *args, **kwargs: function(tensor_of(a), *args, **kwargs)

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from leapp.numpy.functions import reduce_axes
 from leapp.numpy.operands import NO_VALUE, numpy_dtype, operand, promote, reject, tensor_of
+from leapp.numpy.reductions import reduce_axes
 
 __all__ = ["UFUNCS", "ufunc_translation"]
 
@@ -110,8 +110,14 @@ UFUNCS: dict[np.ufunc, Any] = {
     np.logaddexp2: torch.logaddexp2, np.heaviside: torch.heaviside,
     np.nextafter: torch.nextafter, np.matmul: torch.matmul, np.divmod: _divmod,
 }  # fmt: skip
-_REDUCE = {np.add: "sum", np.multiply: "prod", np.maximum: "max", np.minimum: "min",
-           np.logical_and: "all", np.logical_or: "any"}  # fmt: skip
+_REDUCE = {
+    np.add: "sum",
+    np.multiply: "prod",
+    np.maximum: "max",
+    np.minimum: "min",
+    np.logical_and: "all",
+    np.logical_or: "any",
+}
 _ACCUMULATE = {np.add: torch.cumsum, np.multiply: torch.cumprod}
 # On booleans the bitwise operators are the logical ones, which the ONNX exporter knows.
 _BOOLEAN = {
@@ -137,8 +143,18 @@ def ufunc_translation(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict)
     return functools.partial(_apply_ufunc, function, loop, ufunc in _LITERAL)
 
 
-def _apply_ufunc(function, loop, literal, *operands, dtype=None, casting=None, order=None,
-                 subok=None, signature=None, **other):  # fmt: skip
+def _apply_ufunc(
+    function,
+    loop,
+    literal,
+    *operands,
+    dtype=None,
+    casting=None,
+    order=None,
+    subok=None,
+    signature=None,
+    **other,
+):
     reject(signature=signature, **other)
     loop = loop or (promote(*operands),) * len(operands)
     cast = [
@@ -170,8 +186,9 @@ def _loop_dtypes(ufunc: np.ufunc, inputs: tuple, dtype: Any) -> tuple[np.dtype, 
         return None
 
 
-def _ufunc_reduce(kind, array, axis=0, dtype=None, out=None, keepdims=False, initial=NO_VALUE,
-                  where=True):  # fmt: skip
+def _ufunc_reduce(
+    kind, array, axis=0, dtype=None, out=None, keepdims=False, initial=NO_VALUE, where=True
+):
     reject(out=out, initial=initial, where=where)
     x = tensor_of(array, dtype)
     if kind in ("any", "all"):

@@ -14,10 +14,11 @@ tags right of theirs, each labelled with its ``node/port`` key. Under the title:
 nodes, inputs and outputs (and the rate, when ``pipeline.configs`` has a ``frequency``), then
 a legend.
 
-One layout (:mod:`~leapp.spec.picture_layout`, :mod:`~leapp.spec.picture_routes`), made into
-one scene of shapes and text (:mod:`~leapp.spec.picture_scene`), drawn by two renderers:
-:mod:`~leapp.spec.picture_png` (Pillow: antialiased shapes, TrueType text) and
-:mod:`~leapp.spec.picture_svg` (XML written by hand). Fonts: :mod:`~leapp.spec.picture_fonts`.
+One layout (:mod:`~leapp.spec.picture_layout`, :mod:`~leapp.spec.picture_routes`, placing the
+values of :mod:`~leapp.spec.picture_places`), made into one scene of shapes and text
+(:mod:`~leapp.spec.picture_scene`), drawn by two renderers: :mod:`~leapp.spec.picture_png`
+(Pillow: antialiased shapes, TrueType text) and :mod:`~leapp.spec.picture_svg` (XML written by
+hand). Fonts: :mod:`~leapp.spec.picture_fonts`.
 
 Pillow is needed for the PNG (``pip install 'leapp_ros[picture]'``); :func:`write_picture`
 raises :class:`~leapp.errors.DependencyError` without it. The SVG alone needs nothing: without
@@ -42,7 +43,8 @@ from pathlib import Path
 
 from leapp.errors import SpecError
 from leapp.spec.picture_fonts import Fonts, PillowFonts, load_fonts, require_pillow
-from leapp.spec.picture_layout import Layout, NodePlace, layout_pipeline
+from leapp.spec.picture_layout import layout_pipeline
+from leapp.spec.picture_places import Layout, NodePlace
 from leapp.spec.picture_scene import COLORS, Scene, build_scene
 from leapp.spec.schema import Spec
 

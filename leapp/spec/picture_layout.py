@@ -1,6 +1,7 @@
 """Where everything in the pipeline picture goes, in picture units (a PNG pixel at scale 1; the
-SVG's user units). :mod:`leapp.spec.picture_scene` turns the result into shapes and text that
-both renderers draw, so the PNG and the SVG show the same layout.
+SVG's user units), as the values of :mod:`leapp.spec.picture_places`.
+:mod:`leapp.spec.picture_scene` turns the result into shapes and text that both renderers draw,
+so the PNG and the SVG show the same layout.
 
 Every text is measured with the fonts of :mod:`leapp.spec.picture_fonts`, and every box is
 sized from those widths, so no two texts of the picture overlap however long a name is.
@@ -15,32 +16,28 @@ column's pipeline inputs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from leapp.spec.picture_fonts import Fonts
+from leapp.spec.picture_places import (
+    ARROW,
+    DOT,
+    Label,
+    Layout,
+    LegendItem,
+    NodePlace,
+    PortPlace,
+    Rect,
+    TagPlace,
+)
 from leapp.spec.picture_routes import Route, node_columns, order_channels, routes, stacks
 from leapp.spec.schema import ModelSpec, Spec, TensorSpec
 
-__all__ = [
-    "ARROW",
-    "DOT",
-    "LEGEND",
-    "Label",
-    "Layout",
-    "LegendItem",
-    "NodePlace",
-    "PortPlace",
-    "Rect",
-    "TagPlace",
-    "layout_pipeline",
-]
+__all__ = ["LEGEND", "layout_pipeline"]
 
 MARGIN = 24.0  # around everything
 PAD = 10.0  # inside a box, around its text
 ROW = 24.0  # one port row
 GUTTER = 32.0  # at least between an input's label and the output label of the same row
-DOT = 4.5  # radius of a port's dot, centred on the box's border
-ARROW = 9.0  # length of an arrowhead
 LEAD = 16.0  # from a port's dot to the tag it points to or comes from
 CHANNEL = 14.0  # between two vertical channels of a gap
 LANE = 14.0  # between two horizontal lanes
@@ -56,111 +53,6 @@ LEGEND = (
     ("input", "pipeline input"),
     ("output", "pipeline output"),
 )
-
-
-@dataclass(frozen=True)
-class Rect:
-    x: float
-    y: float
-    width: float
-    height: float
-
-    @property
-    def right(self) -> float:
-        return self.x + self.width
-
-    @property
-    def bottom(self) -> float:
-        return self.y + self.height
-
-    def intersects(self, other: Rect) -> bool:
-        """Whether the two share more than an edge."""
-        return (
-            self.x < other.right
-            and other.x < self.right
-            and self.y < other.bottom
-            and other.y < self.bottom
-        )
-
-
-@dataclass(frozen=True)
-class Label:
-    """One run of text in one style, its left end at ``x`` on the line ``baseline``."""
-
-    text: str
-    style: str  # a key of leapp.spec.picture_fonts.STYLES
-    x: float
-    baseline: float
-    width: float
-    ascent: float
-    descent: float
-
-    @property
-    def rect(self) -> Rect:
-        return Rect(self.x, self.baseline - self.ascent, self.width, self.ascent + self.descent)
-
-
-@dataclass(frozen=True)
-class PortPlace:
-    key: str  # "node/port"
-    side: str  # "input" | "output"
-    x: float  # on the box's border: the centre of its dot
-    y: float  # the row's centre
-    name: Label
-    detail: Label  # dtype and shape
-
-
-@dataclass(frozen=True)
-class NodePlace:
-    node: str
-    column: int
-    rect: Rect
-    header_bottom: float  # the header (name and backend badge) spans rect.y to here
-    name: Label
-    backend: Label
-    badge: Rect  # the backend's badge
-
-
-@dataclass(frozen=True)
-class TagPlace:
-    """A pipeline input or output: a labelled tag and the arrow between it and its port."""
-
-    key: str
-    kind: str  # "input" | "output"
-    rect: Rect
-    label: Label
-    arrow: tuple[float, float, float]  # (from x, to x, y): the arrow's tip is at "to x"
-
-
-@dataclass(frozen=True)
-class LegendItem:
-    kind: str
-    label: Label
-    sample: Rect  # where the sample line (or the tag around the label) lies
-
-
-@dataclass
-class Layout:
-    """Everything's place in the picture of one spec."""
-
-    width: float = 0.0
-    height: float = 0.0
-    texts: list[Label] = field(default_factory=list)  # title and subtitle
-    legend: list[LegendItem] = field(default_factory=list)
-    nodes: dict[str, NodePlace] = field(default_factory=dict)
-    ports: dict[tuple[str, str], PortPlace] = field(default_factory=dict)  # (side, key)
-    port_kind: dict[tuple[str, str], str] = field(default_factory=dict)  # dot colours
-    tags: list[TagPlace] = field(default_factory=list)
-    routes: list[Route] = field(default_factory=list)
-
-    def labels(self) -> list[Label]:
-        """Every text of the picture."""
-        found = [*self.texts, *(item.label for item in self.legend)]
-        for node in self.nodes.values():
-            found += [node.name, node.backend]
-        for port in self.ports.values():
-            found += [port.name, port.detail]
-        return found + [tag.label for tag in self.tags]
 
 
 class _Measure:

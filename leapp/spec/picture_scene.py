@@ -1,5 +1,5 @@
 """The pipeline picture as shapes and text: what :mod:`leapp.spec.picture_png` and
-:mod:`leapp.spec.picture_svg` draw, built once from a :class:`~leapp.spec.picture_layout.Layout`.
+:mod:`leapp.spec.picture_svg` draw, built once from a :class:`~leapp.spec.picture_places.Layout`.
 
 A :class:`Scene` is a list of groups, drawn in order: each group (the title, the legend, one
 edge, one tag, one node) holds its shapes, in the order they are painted. Shapes are rounded
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from leapp.spec.picture_layout import ARROW, DOT, Label, Layout, Rect
+from leapp.spec.picture_places import ARROW, DOT, Label, Layout, Rect
 from leapp.spec.picture_routes import Point
 from leapp.spec.schema import Spec
 

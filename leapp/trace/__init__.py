@@ -4,11 +4,12 @@ Sub-packages, bottom to top; each imports only those below it (``test/layout/tes
 
 - :mod:`leapp.trace.tensors`: torch tracing.
   :class:`~leapp.trace.tensors.tensor.TracedTensor`, the traced torch value;
-  :class:`~leapp.trace.tensors.recorder.NodeTrace`, one node run's ``torch.fx`` graph, and
-  :func:`~leapp.trace.tensors.recorder.dispatch`, which records torch calls;
-  :mod:`~leapp.trace.tensors.operation`, what a torch call is; torch values between nodes
-  (:mod:`~leapp.trace.tensors.handover`); :mod:`~leapp.trace.tensors.extensions`, what the
-  recorder hands to the tracers above it, which register there when imported;
+  :class:`~leapp.trace.tensors.node_trace.NodeTrace`, one node run's ``torch.fx`` graph, and
+  :func:`~leapp.trace.tensors.recorder.dispatch`, which records torch calls (registered as the
+  traced tensor's dispatch when imported); :mod:`~leapp.trace.tensors.operation`, what a torch
+  call is; torch values between nodes (:mod:`~leapp.trace.tensors.handover`);
+  :mod:`~leapp.trace.tensors.extensions`, what the recorder hands to the tracers above it,
+  which register there when imported;
 - :mod:`leapp.trace.arrays`: NumPy tracing.
   :class:`~leapp.trace.arrays.array.TracedArray`, the traced NumPy value; NumPy calls recorded
   as their torch equivalents (:mod:`~leapp.trace.arrays.numpy_recorder`, from the table in

@@ -1,9 +1,11 @@
 """The layouts of ``leapp/`` and ``leapp_ros/`` follow the data flow: packages import only the
 packages below them, and ``leapp`` never imports ``leapp_ros``. Inside ``leapp/trace`` the same
 holds for its sub-packages: torch tracing at the bottom, the pipeline's recording at the top.
+No two modules import each other, directly or through others, and no module is over
+``MAX_LINES`` lines.
 
 Read from the source with ``ast`` (every import statement, also those inside functions and
-under ``TYPE_CHECKING``), so a lazy import cannot hide an upward dependency.
+under ``TYPE_CHECKING``), so a lazy import cannot hide an upward dependency or a circle.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import ast
 import importlib
 import itertools
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -34,6 +37,7 @@ LAYERS = (
     ("leapp.run",),  # running an export: model, pipeline, validation
     ("leapp.session",),  # the API layer: the active recording ...
     ("leapp.compilation",),  # ... compile_graph on the stopped one ...
+    ("leapp.decorated_node",),  # ... annotate.method's decorated function ...
     ("leapp.annotate",),
     ("leapp",),
 )
@@ -60,8 +64,28 @@ TRACE_LAYERS = (
     ("leapp.trace.segments",),  # Warp calls as Warp segments (wp.from_numpy of traced arrays)
     ("leapp.trace.pipeline",),  # one pipeline's recording: node runs, sources, states, buffers
 )
-API = {"leapp", "leapp.session", "leapp.annotate", "leapp.compilation"}
-MAX_LINES = 450
+API = {"leapp", "leapp.session", "leapp.annotate", "leapp.compilation", "leapp.decorated_node"}
+MAX_LINES = 400
+# What breaks the rules today and is being fixed: an import circle (the set of its modules; a
+# circle among some of them is excused too) or a module over MAX_LINES (its path). An entry that
+# no longer breaks a rule fails test_known_exceptions_still_apply: remove it.
+KNOWN_EXCEPTIONS = (
+    frozenset(  # issue 47: to be removed
+        {
+            "leapp.export",
+            "leapp.export.custom",
+            "leapp.export.jit",
+            "leapp.export.onnx",
+            "leapp.export.pt2",
+        }
+    ),
+    frozenset({"leapp_ros.testing.graph", "leapp_ros.testing.replay"}),  # issue 47: to be removed
+    "leapp_ros/testing/graph.py",  # issue 47: to be removed
+    "leapp_ros/node/managed_node.py",  # issue 47: to be removed
+    "leapp_ros/node/pipeline_node.py",  # issue 47: to be removed
+    "leapp_ros/plan/pipeline.py",  # issue 47: to be removed
+    "leapp_ros/run/composition.py",  # issue 47: to be removed
+)
 
 
 def _module_name(path: Path) -> str:
@@ -139,6 +163,76 @@ def _cycle(edges: dict[tuple[str, str], str]) -> str | None:
     return next(filter(None, (visit(unit, ()) for unit in sorted(graph))), None)
 
 
+def _module_edges(sources: list[Path]) -> dict[tuple[str, str], list[str]]:
+    """``(importing module, imported module) -> [where, ...]`` between modules of ``sources``.
+
+    A module imports another when it imports it or a name from it: ``from leapp.x import f``
+    is an edge to ``leapp.x`` (``leapp/x/__init__.py`` for a package); ``from leapp.x import y``
+    with ``y`` a module of its own, and ``import leapp.x.y``, are edges to ``leapp.x.y`` only,
+    not to the package ``leapp.x`` above it.
+    """
+    edges: dict[tuple[str, str], list[str]] = {}
+    for path in sources:
+        source = _module_name(path)
+        for line, target in _imports(path):
+            if target != source:
+                where = f"{path.relative_to(path_root(path).parent)}:{line}"
+                lines = edges.setdefault((source, target), [])
+                if where not in lines:  # one line importing several names from the module
+                    lines.append(where)
+    return edges
+
+
+def _circles(edges: Mapping[tuple[str, str], Sequence[str]]) -> list[frozenset[str]]:
+    """The import circles among ``edges``: each set of modules that all reach each other (a
+    strongly connected component of two modules or more), found by Tarjan's algorithm."""
+    graph: dict[str, list[str]] = {}
+    for source, target in sorted(edges):
+        graph.setdefault(source, []).append(target)
+        graph.setdefault(target, [])
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[frozenset[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph[module]:
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = {stack.pop()}
+            while module not in component:
+                component.add(stack.pop())
+            if len(component) > 1:
+                found.append(frozenset(component))
+
+    for module in graph:
+        if module not in index:
+            visit(module)
+    return found
+
+
+def _describe_circle(
+    circle: frozenset[str], edges: Mapping[tuple[str, str], Sequence[str]]
+) -> str:
+    """``circle`` as its modules and the import lines that join them."""
+    imports = [
+        f"  {source} -> {target} ({', '.join(where)})"
+        for (source, target), where in sorted(edges.items())
+        if source in circle and target in circle
+    ]
+    return "\n".join([f"import circle among {', '.join(sorted(circle))}:", *imports])
+
+
+def _excused(circle: frozenset[str]) -> bool:
+    return any(isinstance(e, frozenset) and circle <= e for e in KNOWN_EXCEPTIONS)
+
+
 def _upward(edges: dict[tuple[str, str], str], layers: tuple[tuple[str, ...], ...]) -> list[str]:
     """Imports of a unit from its own layer or a higher one (units outside ``layers`` are
     below them all: ``leapp`` for ``leapp_ros``)."""
@@ -161,6 +255,11 @@ TREES = {
     "leapp.trace": (TRACE_SOURCES, TRACE_LAYERS),
 }
 EDGES = {tree: _edges(sources, tree) for tree, (sources, _) in TREES.items()}
+MODULE_EDGES = _module_edges(SOURCES + ROS_SOURCES)
+SIZES = {
+    str(p.relative_to(path_root(p).parent)): len(p.read_text(encoding="utf-8").splitlines())
+    for p in SOURCES + ROS_SOURCES
+}
 
 
 def test_no_module_uses_relative_imports():
@@ -177,9 +276,10 @@ def test_no_module_uses_relative_imports():
 def test_numpy_inside_leapp_numpy_is_numpy():
     import numpy
 
-    from leapp.numpy import functions, operands, ufuncs
+    from leapp.numpy import functions, operands, reductions, shapes, ufuncs
 
-    assert functions.np is operands.np is ufuncs.np is numpy
+    modules = (functions, operands, reductions, shapes, ufuncs)
+    assert all(module.np is numpy for module in modules)
 
 
 @pytest.mark.parametrize("tree", TREES)
@@ -215,6 +315,74 @@ def test_the_rules_name_the_import_that_breaks_them():
     assert _upward(edges, (("a.x",), ("a.y",))) == ["a.x imports a.y at a/x.py:3"]
 
 
+def test_modules_import_each_other_in_no_circle():
+    circles = [c for c in _circles(MODULE_EDGES) if not _excused(c)]
+    assert circles == [], "\n".join(_describe_circle(c, MODULE_EDGES) for c in circles)
+
+
+def test_a_circle_is_named_by_its_modules_and_import_lines():
+    edges = {
+        ("a.x", "a.y"): ["a/x.py:3"],
+        ("a.y", "a.z"): ["a/y.py:5", "a/y.py:40"],
+        ("a.z", "a.x"): ["a/z.py:9"],
+        ("a.z", "b"): ["a/z.py:1"],
+        ("b", "c"): ["b/__init__.py:2"],
+    }
+    [circle] = _circles(edges)
+    assert _describe_circle(circle, edges) == (
+        "import circle among a.x, a.y, a.z:\n"
+        "  a.x -> a.y (a/x.py:3)\n"
+        "  a.y -> a.z (a/y.py:5, a/y.py:40)\n"
+        "  a.z -> a.x (a/z.py:9)"
+    )
+
+
+def test_a_module_imports_the_module_it_names_not_the_package_above_it(tmp_path):
+    # One import of each kind: a name from a module, a module from a package, a name from a
+    # package (its __init__), a dotted module, and one under TYPE_CHECKING.
+    source = tmp_path / "example.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from leapp.errors import TraceError\n"
+        "from leapp.trace import location\n"
+        "from leapp import start\n"
+        "import leapp.trace.tensors.tensor\n"
+        "if TYPE_CHECKING:\n"
+        "    from leapp.trace.pipeline.recording import Recording\n",
+        encoding="utf-8",
+    )
+    assert _imports(source) == [
+        (2, "leapp.errors"),
+        (3, "leapp.trace.location"),
+        (4, "leapp"),
+        (5, "leapp.trace.tensors.tensor"),
+        (7, "leapp.trace.pipeline.recording"),
+    ]
+
+
+def test_known_exceptions_still_apply():
+    circles = _circles(MODULE_EDGES)
+    fixed = [
+        exception
+        for exception in KNOWN_EXCEPTIONS
+        if (isinstance(exception, str) and SIZES.get(exception, 0) <= MAX_LINES)
+        or (isinstance(exception, frozenset) and not any(c <= exception for c in circles))
+    ]
+    assert fixed == [], "fixed: remove these from KNOWN_EXCEPTIONS"
+
+
+def test_leapp_has_no_known_exception_outside_export():
+    # leapp.export is being reworked (issue 47); everything else in leapp/ keeps the rules.
+    names = [
+        name
+        for exception in KNOWN_EXCEPTIONS
+        for name in (exception if isinstance(exception, frozenset) else {exception})
+    ]
+    in_leapp = [name for name in names if name.replace("/", ".").split(".")[0] == "leapp"]
+    export = ("leapp.export", "leapp/export/")
+    assert [name for name in in_leapp if not name.startswith(export)] == []
+
+
 def test_every_leapp_ros_module_is_in_a_package():
     # leapp_ros/ is packages along the flow; at its top only the package itself and ament.
     loose = {p.name for p in ROS_ROOT.glob("*.py")} - {"__init__.py", "ament.py"}
@@ -232,11 +400,8 @@ def test_packages_below_the_api_never_import_it():
 
 
 def test_no_module_is_over_the_size_limit():
-    sizes = {
-        str(p.relative_to(path_root(p).parent)): len(p.read_text().splitlines())
-        for p in SOURCES + ROS_SOURCES
-    }
-    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+    over = {n: lines for n, lines in SIZES.items() if lines > MAX_LINES}
+    assert {n: lines for n, lines in over.items() if n not in KNOWN_EXCEPTIONS} == {}
 
 
 @pytest.mark.parametrize("module", ["leapp", "leapp.annotate", "leapp.spec", "leapp.export"])

@@ -9,7 +9,7 @@ import pytest
 import torch
 from support.eager import export_function
 
-from leapp.run import numpy_program as program_module
+from leapp.run import numpy_source
 from leapp.run.model import load_model
 from leapp_ros.node.model import NumpyModel, TorchModel, load_node_model
 
@@ -161,7 +161,7 @@ def test_a_numpy_result_that_differs_in_one_bit_keeps_torchscript(tmp_path, monk
         result = np.subtract(a, b)
         return np.nextafter(result, np.float32(np.inf), dtype=result.dtype)
 
-    monkeypatch.setitem(program_module._NAMESPACE, "subtract", one_ulp_off)
+    monkeypatch.setitem(numpy_source.NAMESPACE, "subtract", one_ulp_off)
     compiled = exported(tmp_path, preprocess)
     assert load_model(compiled.spec, "node", as_numpy=True).numpy_call is None
 

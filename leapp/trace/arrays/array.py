@@ -11,8 +11,11 @@ node's ``torch.fx`` graph, so every exported artifact is a torch graph::
 
 Interception uses NumPy's documented protocols: ``__array_ufunc__`` (ufuncs and operators),
 ``__array_function__`` (``np.concatenate``, ``np.sum``...), plus the ndarray methods, indexing
-and item assignment defined here. The recording itself lives in
-:mod:`leapp.trace.arrays.numpy_recorder`, and for writes in :mod:`leapp.trace.arrays.writes`.
+and item assignment defined here. Each of them hands the call to the function in the array's
+dispatch table (:mod:`leapp.trace.arrays.array_calls`), which the recorders register when they
+are imported:
+:mod:`leapp.trace.arrays.numpy_recorder` for calls, :mod:`leapp.trace.arrays.writes` for
+writes; importing this package imports both, so a traced array never exists without them.
 
 Crossing to torch keeps the trace: ``torch.from_numpy(a)`` / ``torch.as_tensor(a)`` return a
 :class:`~leapp.trace.tensors.tensor.TracedTensor` on the same graph node (see
@@ -35,18 +38,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from leapp.errors import TraceError
 from leapp.numpy.operands import constant_tensor, shared_tensor
+from leapp.trace.arrays.array_calls import ARRAY_CALLS
+from leapp.trace.location import user_location
 from leapp.trace.tensors.extensions import EXTENSIONS
 from leapp.trace.tensors.tensor import TracedTensor, wrap
 
 if TYPE_CHECKING:
     from torch.fx import Node
 
-    from leapp.trace.tensors.recorder import NodeTrace
+    from leapp.trace.tensors.node_trace import NodeTrace
 
 __all__ = [
     "TracedArray",
     "array_from_tensor",
+    "check_usable",
     "port_tensor",
     "port_tensors",
     "tensor_view",
@@ -55,22 +62,10 @@ __all__ = [
 ]
 
 
-def _trace_module():
-    from leapp.trace.arrays import numpy_recorder
-
-    return numpy_recorder
-
-
-def _writes_module():
-    from leapp.trace.arrays import writes
-
-    return writes
-
-
 class TracedArray(np.ndarray):
     """An array owned by one run of one pipeline node.
 
-    ``_leapp_trace`` is the :class:`~leapp.trace.tensors.recorder.NodeTrace` recording it and
+    ``_leapp_trace`` is the :class:`~leapp.trace.tensors.node_trace.NodeTrace` recording it and
     ``_leapp_node`` the fx node that computes its current value. An array NumPy derived from a
     traced one without leapp seeing it (an ndarray method outside leapp's table) has
     ``_leapp_node`` None: using it inside the node raises instead of exporting a wrong graph.
@@ -92,23 +87,23 @@ class TracedArray(np.ndarray):
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if "out" in kwargs:  # NumPy passes out= only when it names an array
-            return _writes_module().call_ufunc_out(ufunc, method, inputs, kwargs)
-        return _trace_module().call_ufunc(ufunc, method, inputs, kwargs)
+            return ARRAY_CALLS.ufunc_out(ufunc, method, inputs, kwargs)
+        return ARRAY_CALLS.ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
         if func is np.copyto:
-            return _writes_module().copyto(*args, **kwargs)
-        return _trace_module().call_function(func, args, kwargs)
+            return ARRAY_CALLS.copyto(*args, **kwargs)
+        return ARRAY_CALLS.function(func, args, kwargs)
 
     # ------------------------------------------------------------- indexing and writes
     def __getitem__(self, key):
-        return _trace_module().getitem(self, key)
+        return ARRAY_CALLS.getitem(self, key)
 
     def __setitem__(self, key, value) -> None:
-        _writes_module().assign(self, key, value, "item assignment")
+        ARRAY_CALLS.assign(self, key, value, "item assignment")
 
     def fill(self, value) -> None:
-        _writes_module().assign(self, Ellipsis, value, "ndarray.fill")
+        ARRAY_CALLS.assign(self, Ellipsis, value, "ndarray.fill")
 
     def __iter__(self):
         if self.ndim == 0:
@@ -137,7 +132,7 @@ class TracedArray(np.ndarray):
         return np.copy(np.ravel(self, order))
 
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
-        return _trace_module().astype(self, dtype, order=order, casting=casting, copy=copy)
+        return ARRAY_CALLS.astype(self, dtype, order=order, casting=casting, copy=copy)
 
     @property
     def shape(self):
@@ -145,39 +140,39 @@ class TracedArray(np.ndarray):
 
     @shape.setter
     def shape(self, value) -> None:
-        _trace_module().set_shape(self, value)
+        ARRAY_CALLS.set_shape(self, value)
 
     # ------------------------------------------------------- values leaving the graph
     def __bool__(self) -> bool:
-        return _trace_module().python_value(self, "bool()/if/while on a traced array", bool)
+        return ARRAY_CALLS.python_value(self, "bool()/if/while on a traced array", bool)
 
     def __float__(self) -> float:
-        return _trace_module().python_value(self, "float()", float)
+        return ARRAY_CALLS.python_value(self, "float()", float)
 
     def __int__(self) -> int:
-        return _trace_module().python_value(self, "int()", int)
+        return ARRAY_CALLS.python_value(self, "int()", int)
 
     def __complex__(self) -> complex:
-        return _trace_module().python_value(self, "complex()", complex)
+        return ARRAY_CALLS.python_value(self, "complex()", complex)
 
     def __index__(self) -> int:
-        return _trace_module().python_value(
+        return ARRAY_CALLS.python_value(
             self, "using a traced array as a Python index", lambda a: a.__index__()
         )
 
     def __contains__(self, value) -> bool:
-        return _trace_module().python_value(
+        return ARRAY_CALLS.python_value(
             self, "'in' on a traced array", lambda a: a.__contains__(value)
         )
 
     def item(self, *args):
-        return _trace_module().python_value(self, ".item()", lambda a: a.item(*args))
+        return ARRAY_CALLS.python_value(self, ".item()", lambda a: a.item(*args))
 
     def tolist(self):
-        return _trace_module().python_value(self, ".tolist()", lambda a: a.tolist())
+        return ARRAY_CALLS.python_value(self, ".tolist()", lambda a: a.tolist())
 
     def tobytes(self, order="C"):
-        return _trace_module().python_value(self, ".tobytes()", lambda a: a.tobytes(order))
+        return ARRAY_CALLS.python_value(self, ".tobytes()", lambda a: a.tobytes(order))
 
     # ----------------------------------------------------------------- plain helpers
     def __repr__(self) -> str:
@@ -213,7 +208,7 @@ def _forward(function: Any, name: str):
 
 def _in_place(name: str, hint: str):
     def method(self, *args, **kwargs):
-        _trace_module().refuse(self, f"ndarray.{name} (in place)", hint)
+        ARRAY_CALLS.refuse(self, f"ndarray.{name} (in place)", hint)
         return getattr(self.view(np.ndarray), name)(*args, **kwargs)
 
     method.__name__ = method.__qualname__ = name
@@ -276,7 +271,7 @@ def tensor_view(array: TracedArray) -> TracedTensor:
         traced = wrap(shared_tensor(array.view(np.ndarray))[0], array._leapp_trace, None)
         traced._leapp_derived = array._leapp_derived
         return traced
-    _trace_module().check_usable(array)
+    check_usable(array)
     twin = array._leapp_twin
     if twin is not None and twin._leapp_node is array._leapp_node:
         return twin
@@ -284,6 +279,25 @@ def tensor_view(array: TracedArray) -> TracedTensor:
     twin = wrap(tensor, array._leapp_trace, array._leapp_node)
     array._leapp_twin, array._leapp_twin_shared = twin, shared
     return twin
+
+
+def check_usable(array: TracedArray) -> None:
+    """Raise if ``array``'s graph value is unknown (untraced derivative) or outdated (stale)."""
+    trace = array._leapp_trace
+    if trace is None or not trace.recording.active:
+        return
+    if array._leapp_stale is not None:
+        raise TraceError(
+            f"node {trace.node!r}: an array used at {user_location()} shares memory with an "
+            f"array written at {array._leapp_stale}; NumPy changed both, the graph follows only "
+            "the written one. Take the view after the write, or copy it (.copy()) before."
+        )
+    if array._leapp_node is None:
+        raise TraceError(
+            f"node {trace.node!r}: the array used at {user_location()} was derived from a "
+            "traced array by an ndarray method or attribute leapp does not trace. Use the NumPy "
+            "function form (np.sum(a), np.transpose(a)...) or torch on torch.from_numpy(a)."
+        )
 
 
 def rebind(array: TracedArray, node: Node) -> None:

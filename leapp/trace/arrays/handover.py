@@ -28,7 +28,7 @@ from leapp.trace.tensors.handover import derived_from, stand_in
 from leapp.trace.tensors.tensor import TracedTensor
 
 if TYPE_CHECKING:
-    from leapp.trace.tensors.recorder import NodeTrace
+    from leapp.trace.tensors.node_trace import NodeTrace
 
 __all__ = ["arrays_outside_nodes", "mirror", "written_outside"]
 

@@ -19,6 +19,7 @@ Writes (``a[i] = v``, ``a += 1``, ``out=``, ``np.copyto``) are recorded by
 from __future__ import annotations
 
 import operator
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -30,16 +31,19 @@ from leapp.errors import LeappError, TraceError
 from leapp.numpy import functions, ufuncs
 from leapp.numpy.operands import UnsupportedFormError, constant_tensor, torch_dtype
 from leapp.trace.arrays import indexing
-from leapp.trace.arrays.array import TracedArray, rebind, tensor_view, wrap_array
+from leapp.trace.arrays.array import (
+    TracedArray,
+    check_usable,
+    rebind,
+    tensor_view,
+    wrap_array,
+)
+from leapp.trace.arrays.array_calls import ARRAY_CALLS
 from leapp.trace.arrays.handover import arrays_outside_nodes, written_outside
 from leapp.trace.location import user_location
+from leapp.trace.tensors.node_trace import NodeTrace
 from leapp.trace.tensors.operation import NUMBER_HINT, Operation
-from leapp.trace.tensors.recorder import (
-    FrozenValueWarning,
-    NodeTrace,
-    owning_trace,
-    python_value_of,
-)
+from leapp.trace.tensors.recorder import FrozenValueWarning, owning_trace, python_value_of
 from leapp.trace.tensors.tensor import TracedTensor, wrap
 
 __all__ = ["call_function", "call_ufunc", "getitem", "run", "ufunc_name"]
@@ -89,25 +93,6 @@ def owner(what: str, tree: Any) -> NodeTrace | None:
             if isinstance(leaf, TracedArray) and leaf._leapp_trace is trace:
                 check_usable(leaf)
     return trace
-
-
-def check_usable(array: TracedArray) -> None:
-    """Raise if ``array``'s graph value is unknown (untraced derivative) or outdated (stale)."""
-    trace = array._leapp_trace
-    if trace is None or not trace.recording.active:
-        return
-    if array._leapp_stale is not None:
-        raise TraceError(
-            f"node {trace.node!r}: an array used at {user_location()} shares memory with an "
-            f"array written at {array._leapp_stale}; NumPy changed both, the graph follows only "
-            "the written one. Take the view after the write, or copy it (.copy()) before."
-        )
-    if array._leapp_node is None:
-        raise TraceError(
-            f"node {trace.node!r}: the array used at {user_location()} was derived from a "
-            "traced array by an ndarray method or attribute leapp does not trace. Use the NumPy "
-            "function form (np.sum(a), np.transpose(a)...) or torch on torch.from_numpy(a)."
-        )
 
 
 def _map(convert: Callable, tree: Any) -> Any:
@@ -170,8 +155,10 @@ def adopt(trace: NodeTrace, what: str, expected: Any, got: Any) -> Any:
     """NumPy's ``expected`` result as TracedArray(s) on the nodes of the torch result ``got``."""
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)) or len(got) != len(expected):
-            raise TraceError(f"node {trace.node!r}: {what}: the torch equivalent's results do "
-                             "not match NumPy's; please report this leapp bug.")  # fmt: skip
+            raise TraceError(
+                f"node {trace.node!r}: {what}: the torch equivalent's results do not match "
+                "NumPy's; please report this leapp bug."
+            )
         items = [adopt(trace, what, e, g) for e, g in zip(expected, got, strict=True)]
         return items if isinstance(expected, list) else tuple(items)
     if isinstance(expected, np.generic):
@@ -220,8 +207,6 @@ def _check_values(trace: NodeTrace, what: str, tensor: torch.Tensor, expected: n
 
 
 def _freeze(trace: NodeTrace, what: str, expected: Any) -> Any:
-    import warnings
-
     warnings.warn(
         f"node {trace.node!r}: {what} at {user_location()} has no torch equivalent; its current "
         "result was frozen as a constant and the export will always use it.",
@@ -348,3 +333,13 @@ def _python_value_call(what: str, func: Any, args: tuple, kwargs: dict) -> Any:
         return func(*plain_args, **plain_kwargs)
     op = Operation("python_value", func, f"{what}()", hint=_BRANCH_HINT)
     return python_value_of(trace, op, func, plain_args, plain_kwargs)
+
+
+# TracedArray hands its NumPy calls here (its writes to leapp.trace.arrays.writes).
+ARRAY_CALLS.ufunc = call_ufunc
+ARRAY_CALLS.function = call_function
+ARRAY_CALLS.getitem = getitem
+ARRAY_CALLS.astype = astype
+ARRAY_CALLS.set_shape = set_shape
+ARRAY_CALLS.python_value = python_value
+ARRAY_CALLS.refuse = refuse

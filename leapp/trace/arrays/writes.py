@@ -19,6 +19,7 @@ from leapp.errors import TraceError
 from leapp.numpy import ufuncs
 from leapp.trace.arrays import indexing
 from leapp.trace.arrays.array import TracedArray, live_arrays, rebind, tensor_view
+from leapp.trace.arrays.array_calls import ARRAY_CALLS
 from leapp.trace.arrays.handover import written_outside
 from leapp.trace.arrays.numpy_recorder import (
     owner,
@@ -119,3 +120,9 @@ def call_ufunc_out(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) ->
             numpy_call(*plain_inputs, out=tuple(np.empty_like(o) for o in out), **plain_kwargs)
         assign(target, Ellipsis, result, f"{what}(out=...)")
     return out[0] if len(out) == 1 else out
+
+
+# TracedArray hands its writes here.
+ARRAY_CALLS.ufunc_out = call_ufunc_out
+ARRAY_CALLS.copyto = copyto
+ARRAY_CALLS.assign = assign

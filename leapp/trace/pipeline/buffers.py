@@ -40,7 +40,7 @@ from leapp.trace.tensors.tensor import TracedTensor, wrap
 if TYPE_CHECKING:
     import torch.fx as fx
 
-    from leapp.trace.tensors.recorder import NodeTrace
+    from leapp.trace.tensors.node_trace import NodeTrace
 
 __all__ = [
     "TrackedBuffer",

@@ -8,7 +8,7 @@ null. It answers "what will the export look like" in the time one tick takes.
 
 A :class:`DryRecording` takes the place of a :class:`~leapp.trace.pipeline.recording.Recording`
 for the annotations; each node run is a :class:`DryRun`, shaped like a
-:class:`~leapp.trace.tensors.recorder.NodeTrace` where ``compile_graph`` and
+:class:`~leapp.trace.tensors.node_trace.NodeTrace` where ``compile_graph`` and
 :func:`leapp.graph.edges.classify_inputs` read one (ports, examples, sources, states). Without
 values to follow, an edge is a published output handed to another node as the same object or
 as a view of the same memory (``.detach()``, ``.view(...)``, ``np.asarray``); a copy
@@ -33,7 +33,7 @@ from leapp.trace.location import user_location
 from leapp.trace.pipeline import states
 from leapp.trace.pipeline.buffers import module_buffers
 from leapp.trace.pipeline.runs import SessionRuns, check_name
-from leapp.trace.tensors.recorder import PortSource
+from leapp.trace.tensors.node_trace import PortSource
 
 __all__ = ["DryRecording", "DryRun"]
 

@@ -2,8 +2,8 @@
 
 A :class:`Recording` is what ``leapp.start`` creates and the annotations write into (through
 :mod:`leapp.session`, which holds the active one): each node run becomes a
-:class:`~leapp.trace.tensors.recorder.NodeTrace`, and each input that a published output fed is
-noted as its :class:`~leapp.trace.tensors.recorder.PortSource`, from which the pipeline's edges
+:class:`~leapp.trace.tensors.node_trace.NodeTrace`, and each input that a published output fed is
+noted as its :class:`~leapp.trace.tensors.node_trace.PortSource`, from which the pipeline's edges
 follow. ``leapp.stop`` ends it (:meth:`Recording.stop`); ``leapp.compile_graph`` turns it into an
 export folder. Every traced value reaches its recording through its trace, to ask whether it is
 still ``active`` and whether Python values may be frozen.
@@ -27,7 +27,7 @@ from leapp.trace.location import user_location
 from leapp.trace.pipeline import buffers, reruns, sources, states
 from leapp.trace.pipeline.runs import SessionRuns, check_name
 from leapp.trace.scripts import script_calls
-from leapp.trace.tensors.recorder import NodeTrace
+from leapp.trace.tensors.node_trace import NodeTrace
 from leapp.trace.tensors.tensor import TracedTensor, plain_again
 
 __all__ = ["Recording"]

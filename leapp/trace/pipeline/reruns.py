@@ -5,7 +5,7 @@ run must record the same graph, with the same ports, described by the same seman
 from __future__ import annotations
 
 from leapp.errors import GraphError
-from leapp.trace.tensors.recorder import NodeTrace
+from leapp.trace.tensors.node_trace import NodeTrace
 
 __all__ = ["check_rerun"]
 

@@ -3,20 +3,22 @@
 :func:`source_of` is asked for every port ``annotate.input_tensors`` / ``state_tensors``
 declare:
 
-- a published output of a closed node (or a value standing for it after an identity-like handover,
-  :mod:`leapp.trace.tensors.handover`) is the :class:`~leapp.trace.tensors.recorder.PortSource` of
-  an edge; a value computed from one outside any node, a value of a node still open, or a value a
-  closed node computed but did not publish are refused;
+- a published output of a closed node (or a value standing for it after an identity-like
+  handover, :mod:`leapp.trace.tensors.handover`) is the
+  :class:`~leapp.trace.tensors.node_trace.PortSource` of an edge; a value computed from one
+  outside any node, a value of a node still open, or a value a closed node computed but did not
+  publish are refused;
 - a value the node computed itself (composable functions annotated with the same node) becomes
   a fresh input, with a warning, as NVIDIA LEAPP does: the computation before it is not part of
   the node's graph, the exported node takes that port as input. Refused instead, because the
   export would silently have two independent ports for one value: an input declared again
   under another name, and a buffer the node wrote its inputs into (``b.copy_(x)``,
   ``b[:] = x``, a registered buffer);
-- a torch buffer the producing node traced in place (registered, or written with traced values) and
-  published is a plain tensor again once that node closes
-  (:meth:`~leapp.trace.tensors.recorder.NodeTrace.release_adopted`); :func:`remember_outputs` keeps
-  it so that it is still the edge it stands for, unless it was written since (outside any node);
+- a torch buffer the producing node traced in place (registered, or written with traced
+  values) and published is a plain tensor again once that node closes
+  (:meth:`~leapp.trace.tensors.node_trace.NodeTrace.release_adopted`); :func:`remember_outputs`
+  keeps it so that it is still the edge it stands for, unless it was written since (outside any
+  node);
 - anything else is an external input; two external inputs of one node must not share memory
   (``{"a": buf, "b": buf[:3]}``, or one tensor twice), which would also be two ports for one
   buffer.
@@ -35,11 +37,11 @@ from leapp.errors import GraphError, TraceError
 from leapp.trace.arrays.array import TracedArray, rebind
 from leapp.trace.location import user_location
 from leapp.trace.tensors.handover import derived_from
-from leapp.trace.tensors.recorder import PortSource
+from leapp.trace.tensors.node_trace import PortSource
 from leapp.trace.tensors.tensor import TracedTensor
 
 if TYPE_CHECKING:
-    from leapp.trace.tensors.recorder import NodeTrace
+    from leapp.trace.tensors.node_trace import NodeTrace
 
 __all__ = ["in_place_outputs", "rebind_own", "remember_outputs", "source_of"]
 

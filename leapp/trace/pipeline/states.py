@@ -17,7 +17,7 @@ import torch
 from leapp.errors import GraphError
 
 if TYPE_CHECKING:
-    from leapp.trace.tensors.recorder import NodeTrace
+    from leapp.trace.tensors.node_trace import NodeTrace
 
 __all__ = ["check_update", "unupdated_as_inputs"]
 
@@ -49,8 +49,10 @@ def unupdated_as_inputs(trace: NodeTrace) -> None:
             "node %r: state(s) %s never given a next value with annotate.update_state are "
             "regular inputs of the node, fed by the caller every tick, as in NVIDIA LEAPP; "
             "give each its next value with annotate.update_state(%r, {...}) to feed it back",
-            trace.node, unupdated, trace.node,
-        )  # fmt: skip
+            trace.node,
+            unupdated,
+            trace.node,
+        )
     for port in unupdated:
         trace.state_ports.remove(port)
 

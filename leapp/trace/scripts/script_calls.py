@@ -49,12 +49,13 @@ from leapp.trace.scripts.script_replay import replay
 from leapp.trace.scripts.size_reads import constant_sizes
 from leapp.trace.tensors.extensions import EXTENSIONS
 from leapp.trace.tensors.handover import outside_nodes
+from leapp.trace.tensors.node_trace import trace_of
 from leapp.trace.tensors.operation import Operation, script_name
 from leapp.trace.tensors.recorder import owning_trace
-from leapp.trace.tensors.tensor import TracedTensor, trace_of, wrap
+from leapp.trace.tensors.tensor import TracedTensor, wrap
 
 if TYPE_CHECKING:
-    from leapp.trace.tensors.recorder import NodeTrace
+    from leapp.trace.tensors.node_trace import NodeTrace
 
 __all__ = ["ScriptState", "activate", "call", "deactivate", "next_states"]
 

@@ -32,7 +32,7 @@ import torch.fx as fx
 from leapp.errors import TraceError
 
 if TYPE_CHECKING:
-    from leapp.trace.tensors.recorder import NodeTrace
+    from leapp.trace.tensors.node_trace import NodeTrace
 
 __all__ = ["replay"]
 

@@ -37,11 +37,11 @@ import torch.fx as fx
 from leapp.trace.location import user_location
 from leapp.trace.segments import warp_op
 from leapp.trace.segments.warp_segment import Buffer, Replay, SegmentRecord, replaying
-from leapp.trace.tensors.extensions import EXTENSIONS
+from leapp.trace.tensors.node_trace import CONSTANT_HOOKS
 from leapp.trace.tensors.recorder import Refusals, owning_trace
 
 if TYPE_CHECKING:
-    from leapp.trace.tensors.recorder import NodeTrace
+    from leapp.trace.tensors.node_trace import NodeTrace
     from leapp.trace.tensors.tensor import TracedTensor
 
 logger = logging.getLogger(__name__)
@@ -336,5 +336,5 @@ class _LazyReplay:
         return self._replay(inputs)
 
 
-# The torch recorder asks this module before it freezes a plain tensor as a constant.
-EXTENSIONS.written_value = aliased_value
+# A node asks this module before it freezes a plain tensor as a constant.
+CONSTANT_HOOKS.written_value = aliased_value

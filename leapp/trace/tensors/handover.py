@@ -29,8 +29,8 @@ from leapp.trace.location import user_location
 from leapp.trace.tensors.tensor import TracedTensor
 
 if TYPE_CHECKING:
+    from leapp.trace.tensors.node_trace import NodeTrace
     from leapp.trace.tensors.operation import Operation
-    from leapp.trace.tensors.recorder import NodeTrace
 
 __all__ = ["derived_from", "outside_nodes", "stand_in"]
 

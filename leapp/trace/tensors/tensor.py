@@ -2,40 +2,66 @@
 
 A :class:`TracedTensor` shares storage with the tensor handed to ``annotate.input_tensors`` (same
 ``data_ptr()``). Every torch operation on it runs eagerly, exactly as on a plain tensor, and is
-also recorded into the ``torch.fx`` graph of the pipeline node that owns it. The recording itself
-lives in :mod:`leapp.trace.tensors.recorder`; this module only hooks the documented
-``__torch_function__`` protocol.
+also recorded into the ``torch.fx`` graph of the pipeline node that owns it. This module only
+hooks the documented ``__torch_function__`` protocol: it hands every call to the function in
+:data:`DISPATCH`, which the recorder (:mod:`leapp.trace.tensors.recorder`) registers when it is
+imported; importing this package imports the recorder, so a traced tensor never runs without it.
+The owner of a traced tensor is a :class:`~leapp.trace.tensors.node_trace.NodeTrace`, known here
+only as an :class:`Owner`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 if TYPE_CHECKING:
     from torch.fx import Node
 
-    from leapp.trace.tensors.recorder import NodeTrace
+__all__ = ["DISPATCH", "Dispatch", "Owner", "TracedTensor", "adopt", "plain_again", "wrap"]
 
-__all__ = ["TracedTensor", "plain_again", "trace_of", "wrap"]
+
+class Owner(Protocol):
+    """What a traced tensor knows of the trace that owns it (a
+    :class:`~leapp.trace.tensors.node_trace.NodeTrace`): the name of its node."""
+
+    node: str
+
+
+def _no_recorder(func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
+    raise RuntimeError(
+        f"{getattr(func, '__name__', func)} on a TracedTensor: no recorder is registered. "
+        "Import leapp.trace.tensors.recorder (importing leapp.trace.tensors does) before tracing."
+    )
+
+
+@dataclass
+class Dispatch:
+    """Where :class:`TracedTensor` hands the torch calls on it: ``torch_call(func, types, args,
+    kwargs)``, set by :mod:`leapp.trace.tensors.recorder` when it is imported."""
+
+    torch_call: Callable[[Any, tuple, tuple, dict], Any] = _no_recorder
+
+
+DISPATCH = Dispatch()
 
 
 class TracedTensor(torch.Tensor):
     """A tensor owned by one run of one pipeline node.
 
-    ``_leapp_trace`` is the :class:`~leapp.trace.tensors.recorder.NodeTrace` that records
+    ``_leapp_trace`` is the :class:`~leapp.trace.tensors.node_trace.NodeTrace` that records
     operations on it and ``_leapp_node`` the ``torch.fx`` node that produced its current value.
     """
 
-    _leapp_trace: NodeTrace | None
+    _leapp_trace: Owner | None
     _leapp_node: Node | None
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        from leapp.trace.tensors.recorder import dispatch
-
-        return dispatch(func, types, args, kwargs or {})
+        return DISPATCH.torch_call(func, types, args, kwargs or {})
 
     @property
     def tensor(self) -> torch.Tensor:
@@ -55,7 +81,7 @@ class TracedTensor(torch.Tensor):
         return f"TracedTensor({text}{owner})"
 
 
-def wrap(value: torch.Tensor, trace: NodeTrace, node: Node) -> TracedTensor:
+def wrap(value: torch.Tensor, trace: Owner, node: Node) -> TracedTensor:
     """Return a TracedTensor sharing ``value``'s storage, recorded as ``node`` of ``trace``."""
     with torch._C.DisableTorchFunctionSubclass():
         traced = value.as_subclass(TracedTensor)
@@ -64,7 +90,7 @@ def wrap(value: torch.Tensor, trace: NodeTrace, node: Node) -> TracedTensor:
     return traced
 
 
-def adopt(value: torch.Tensor, trace: NodeTrace, node: Node) -> TracedTensor:
+def adopt(value: torch.Tensor, trace: Owner, node: Node) -> TracedTensor:
     """Turn a plain tensor object into a TracedTensor in place (same Python object).
 
     Used when traced values are written into a tensor that was created inside the node without
@@ -87,10 +113,3 @@ def plain_again(value: Any) -> None:
         value.__class__ = torch.Tensor
         for attribute in [name for name in vars(value) if name.startswith("_leapp_")]:
             delattr(value, attribute)
-
-
-def trace_of(value: Any) -> NodeTrace | None:
-    """The trace that owns ``value``, or None for anything that is not a TracedTensor."""
-    if isinstance(value, TracedTensor):
-        return getattr(value, "_leapp_trace", None)
-    return None
