@@ -133,9 +133,9 @@ class TestTopics(unittest.TestCase):
             replay.spin_until(lambda: not replay.missing_topics(), "every planned topic")
 
     def test_every_published_tensor_matches_its_reference(self):
-        """The recorded examples, then random ticks against leapp.Pipeline (see the module's
-        documentation), or the bag LEAPP_REPLAY_BAG names against leapp.Pipeline: one replay
-        per launch, as state and feedback run on from tick to tick."""
+        # The recorded examples, then random ticks against leapp.Pipeline (see the module's
+        # documentation), or the bag LEAPP_REPLAY_BAG names against leapp.Pipeline: one replay
+        # per launch, as state and feedback run on from tick to tick.
         with Replay() as replay:
             replay.wait_ready()
             if BAG:
