@@ -58,9 +58,10 @@ ROS_LOCALHOST_ONLY=1 on Humble) in domain ROS_DOMAIN_ID (taken from the environm
 random one in 1..100). The replay drives the nodes that fire on inputs (firing "inputs", the
 default in the config/ parameters file); where a node runs on a timer, only the recorded
 examples of the nodes the replay drives are compared (random ticks need every node to fire on
-inputs), and the comparison is skipped, saying so, for such an export without examples. Where
-launch_testing is not installed (ROS 2 from pip wheels) the test is skipped. launch_testing
-needs pytest < 9.
+inputs), and such an export without examples fails, saying so (a skip inside a launch test
+would count as passed). Where launch_testing is not installed (ROS 2 from pip wheels) the
+whole module is skipped (colcon test-result counts it as skipped). launch_testing needs
+pytest < 9.
 """
 
 import pytest
@@ -241,10 +242,12 @@ class Replay:
         their outputs, and compare them with the recorded outputs."""
         timed = [node.name for node in self.plan.nodes if node not in driven]
         missing = [node.name for node in driven if not (self.samples or {}).get(node.name)]
-        if missing or not driven:
-            raise unittest.SkipTest(
-                f"nodes {timed} run on a timer, so random ticks cannot be compared, and there "
-                f"are no recorded examples of nodes {missing or timed} to replay"
+        if missing or not driven:  # not a skip: launch_testing reports a skip as passed
+            raise AssertionError(
+                f"nothing to compare the graph with: nodes {timed} run on a timer, so random "
+                f"ticks cannot be compared, and there are no recorded examples of nodes "
+                f"{missing or timed}; export with examples, or replay a bag of the graph's "
+                "inputs (LEAPP_REPLAY_BAG)"
             )
         count = min(len(self.samples[node.name]) for node in driven)
         samples = self.samples
