@@ -25,7 +25,7 @@ as ``run``: one ``_add_<name>`` function each::
     leapp-ros inspect exports/torch_pipeline [--namespace NS]     # nodes, topics, QoS
     leapp-ros inspect exports/torch_pipeline --picture docs/      # also its picture, PNG + SVG
     leapp-ros generate exports/torch_pipeline --out ros2_ws/src   # a ROS 2 package
-    leapp-ros verify exports/torch_pipeline [--composed|--fused]  # replay the examples
+    leapp-ros verify exports/torch_pipeline [--composed|--fused]  # examples, random ticks
     leapp-ros verify exports/nvidia_export --ticks 50 --seed 3    # no examples: random inputs
     leapp-ros verify exports/robot_policy --bag robot_run         # a recorded bag
     leapp-ros record exports/torch_pipeline --out run             # a bag of the running graph
