@@ -45,17 +45,19 @@ generate`` (its ``export/`` folder), or an install prefix holding one
    artifacts: ``|published - expected| <= atol + rtol * |expected|`` for floating values
    (defaults rtol 1e-3, atol 1e-5), exact equality for integers and bools.
 
-The report (:meth:`VerifyReport.format`) is a table, one row per output topic::
+The report (:meth:`VerifyReport.format`) is a table, one row per output topic; here the graph
+of the seed runs a policy whose weight matrix differs (its bias does not, so the all-zero
+recorded example passes)::
 
     leapp-ros verify torch_pipeline: 21 of 21 samples replayed on /torch_pipeline (one
     process per node) against the recorded examples (1 tick(s), eager PyTorch while tracing),
     then leapp.Pipeline on 20 random ticks within their range (seed 0), rtol 0.001, atol 1e-05
       topic                           samples  largest difference  result
       /torch_pipeline/preprocess/obs  21/21    0                   pass
-      /torch_pipeline/policy/action   21/21    0.327               FAIL
+      /torch_pipeline/policy/action   21/21    0.856               FAIL
     verify FAILED: 1 of 2 topics failed
       /torch_pipeline/policy/action: sample 1 (random tick 0): 6 of 6 values beyond tolerance
-      (largest difference 0.161); 19 more sample(s) differ
+      (largest difference 0.54); 19 more sample(s) differ
 
 (the heading and the detail lines are one line each; the reference reads "the recorded
 examples" with ``random_ticks`` 0, "leapp.Pipeline on random inputs (seed 0)" or "leapp.Pipeline
