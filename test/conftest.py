@@ -180,8 +180,8 @@ def pytest_make_collect_report(collector):
 def pytest_collection_modifyitems(config, items):
     """A launch_testing test (``@pytest.mark.launch_test``) is collected by its plugin, which
     does not apply the module's ``pytestmark``: it starts ROS 2 processes with the launch
-    stack, so it is marked ``ros``, ``launch_stack`` and ``slow`` here."""
+    stack, so it is marked ``ros``, ``launch`` and ``slow`` here."""
     for item in items:
         if item.get_closest_marker("launch_test") is not None:
-            for name in ("ros", "launch_stack", "slow"):
+            for name in ("ros", "launch", "slow"):
                 item.add_marker(name)

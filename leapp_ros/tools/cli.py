@@ -25,7 +25,7 @@ as ``run``: one ``_add_<name>`` function each::
     leapp-ros inspect exports/torch_pipeline [--namespace NS]     # nodes, topics, QoS
     leapp-ros inspect exports/torch_pipeline --picture docs/      # also its picture, PNG + SVG
     leapp-ros generate exports/torch_pipeline --out ros2_ws/src   # a ROS 2 package
-    leapp-ros verify exports/torch_pipeline [--composed|--fused]  # replay the examples
+    leapp-ros verify exports/torch_pipeline [--composed|--fused]  # examples, random ticks
     leapp-ros verify exports/nvidia_export --ticks 50 --seed 3    # no examples: random inputs
     leapp-ros verify exports/robot_policy --bag robot_run         # a recorded bag
     leapp-ros record exports/torch_pipeline --out run             # a bag of the running graph
@@ -300,10 +300,12 @@ def _add_verify(commands: argparse._SubParsersAction) -> None:
         description=(
             "Check the spec and every artifact's checksum, start the graph isolated on this "
             "machine, publish external inputs tick by tick from the first one, and compare "
-            "every published tensor with the reference: the examples recorded while tracing, "
-            "or, for an export without them (NVIDIA's leapp writes none) or with --inputs, "
-            "leapp.Pipeline run in this process on the same inputs (seeded random ones of the "
-            "ports' shapes and dtypes, or the file's). Prints the reference and one row per "
+            "every published tensor with the reference: the examples recorded while tracing "
+            "(eager PyTorch's outputs), then --ticks seeded random ticks within their range "
+            "compared with leapp.Pipeline run in this process on the same inputs; for an "
+            "export without examples (NVIDIA's leapp writes none) random inputs of the ports' "
+            "shapes and dtypes, or with --inputs the file's, against leapp.Pipeline. Prints "
+            "the reference and one row per "
             "topic; exits 1 on a mismatch or timeout, 2 when the export is invalid or cannot "
             "be replayed (a node on a timer) or the inputs file does not fit it. With --bag, "
             "the ticks come from a recorded rosbag2 folder instead (a robot's JointState, Imu "
@@ -339,7 +341,8 @@ def _add_verify(commands: argparse._SubParsersAction) -> None:
         "--ticks",
         type=_positive_int,
         default=20,
-        help="ticks of random inputs for an export without recorded examples (20)",
+        help="ticks of random inputs after the recorded examples, or alone for an export "
+        "without them (20)",
     )
     verify.add_argument(
         "--seed", type=int, default=0, help="seed of the random inputs (0); the report names it"

@@ -1,18 +1,32 @@
 """The reference a live graph is compared with by ``leapp-ros verify`` and the generated
 launch_testing test: ticks of external inputs and the outputs expected for them.
 
-:func:`make_reference` picks, in this order, the user's inputs file (:func:`load_inputs`, run
-through :class:`leapp.Pipeline`), the examples recorded while tracing (:func:`ticks`), or seeded
-random inputs of the external ports' shapes and dtypes (:func:`random_inputs`: floats from a
-standard normal distribution, integers in 0..4, bools) run through :class:`leapp.Pipeline`
-(:func:`reference_ticks`, state and feedback carried from tick to tick). An export that cannot
-be replayed tick by tick, or an inputs file that does not fit it, is a :class:`ReplayError`.
+Two references exist for a tool that has the export but not the user's training code:
+
+- the examples recorded while tracing: the outputs eager PyTorch (the user's own code)
+  computed, on the inputs it was traced with. The only eager reference a tool has, but it sees
+  no more than those inputs excite: an all-zero sample shows a linear layer's bias, never its
+  weight matrix;
+- :class:`leapp.Pipeline` running the export's artifacts in this process, on any inputs, state
+  and feedback carried from tick to tick. It shares the artifacts with the graph, so it checks
+  the graph (nodes, messages, runtimes, ordering, state) against the export, not the export
+  against the training code (``compile_graph`` validated that on the recorded examples).
+
+:func:`make_reference` picks, in this order: the user's inputs file (:func:`load_inputs`)
+through leapp.Pipeline; the recorded examples (:func:`ticks`) followed by seeded random ticks
+drawn within the range the examples show (:func:`random_inputs` with ``like``) through
+leapp.Pipeline continuing from the examples' state; or, for an export without examples, seeded
+random inputs of the external ports' shapes and dtypes (floats from a standard normal
+distribution, integers in 0..4, bools) through leapp.Pipeline (:func:`reference_ticks`). An
+export that cannot be replayed tick by tick, or an inputs file that does not fit it, is a
+:class:`ReplayError`.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +51,9 @@ __all__ = [
 
 RECORDED_EXAMPLES = "the recorded examples"
 _INT_RANGE = (0, 5)  # random integer inputs: 0..4, valid for unsigned types and small indices
+# A float element the examples show only one value of is drawn this far around it (the seed's
+# all-zero sample: uniform in -1..1), else within the examples' smallest and largest values.
+_FLAT_HALF_WIDTH = 1.0
 
 
 class ReplayError(LeappError):
@@ -56,10 +73,20 @@ class Tick:
 @dataclass(frozen=True)
 class Reference:
     """What the graph is compared with: ``what`` names it in the report (the recorded
-    examples, random inputs and their seed, or an inputs file), ``ticks`` in order."""
+    examples, random inputs and their seed, or an inputs file), ``ticks`` in order; the first
+    ``recorded`` of them are recorded examples, the rest leapp.Pipeline's."""
 
     what: str
     ticks: tuple[Tick, ...]
+    recorded: int = 0
+
+    def sample(self, index: int) -> str:
+        """Tick ``index`` as a report names it: ``sample 3 (random tick 2)``."""
+        if index < self.recorded:
+            return f"sample {index} (recorded example {index})"
+        if self.recorded:
+            return f"sample {index} (random tick {index - self.recorded})"
+        return f"sample {index}"
 
 
 def ticks(spec: Spec) -> list[Tick]:
@@ -104,10 +131,20 @@ def ticks(spec: Spec) -> list[Tick]:
     return recorded
 
 
-def random_inputs(spec: Spec, count: int = 20, seed: int = 0) -> list[dict[str, torch.Tensor]]:
+def random_inputs(
+    spec: Spec,
+    count: int = 20,
+    seed: int = 0,
+    like: Sequence[Mapping[str, torch.Tensor]] = (),
+) -> list[dict[str, torch.Tensor]]:
     """``count`` ticks of random values for every external input of ``spec`` (``"node/port"``),
-    of the port's shape and dtype: floats (and complex values) from a standard normal
-    distribution, integers in 0..4, bools; the same ``seed`` gives the same values.
+    of the port's shape and dtype; the same ``seed`` gives the same values.
+
+    Without ``like``: floats (and complex values) from a standard normal distribution,
+    integers in 0..4, bools. With ``like`` (ticks of inputs, the recorded examples), each
+    element is drawn within what those show: floats uniformly between the smallest and largest
+    value seen (an element always seen at one value: within 1 of it), integers between theirs,
+    bools as seen (both values once both were); complex values as without ``like``.
 
     Raises:
         ReplayError: ``count`` is below 1.
@@ -116,8 +153,10 @@ def random_inputs(spec: Spec, count: int = 20, seed: int = 0) -> list[dict[str, 
     if count < 1:
         raise ReplayError(f"random inputs for {count} ticks: give at least 1 tick")
     ports = _external_ports(spec, make_plan(spec))
+    seen = {key: _seen([values.get(key) for values in like], dtype, shape)
+            for key, (dtype, shape) in ports}  # fmt: skip
     generator = torch.Generator().manual_seed(seed)
-    return [{key: _random(dtype, shape, generator) for key, (dtype, shape) in ports}
+    return [{key: _draw(dtype, shape, generator, seen[key]) for key, (dtype, shape) in ports}
             for _ in range(count)]  # fmt: skip
 
 
@@ -200,14 +239,29 @@ def make_reference(
     seed: int = 0,
 ) -> Reference:
     """What :func:`verify` compares the graph with: the ``inputs`` file through
-    leapp.Pipeline when given, else the recorded examples when the spec names them, else
-    ``random_ticks`` ticks of :func:`random_inputs` (``seed``) through leapp.Pipeline.
+    leapp.Pipeline when given; else, when the spec names examples, the recorded examples
+    followed by ``random_ticks`` ticks of :func:`random_inputs` within their range (``seed``)
+    through leapp.Pipeline, which first steps through the examples' inputs so that its state
+    and feedback enter the random ticks as the graph's do (``random_ticks`` 0: the examples
+    alone); else ``random_ticks`` ticks of :func:`random_inputs` through leapp.Pipeline.
 
     Raises:
         ReplayError, SpecError: see :func:`ticks`, :func:`load_inputs`, :func:`reference_ticks`.
     """
     if inputs is None and spec.pipeline.examples is not None:
-        return Reference(RECORDED_EXAMPLES, tuple(ticks(spec)))
+        recorded = ticks(spec)
+        if random_ticks == 0:
+            return Reference(RECORDED_EXAMPLES, tuple(recorded), len(recorded))
+        what = f"{random_ticks} random ticks within their range (seed {seed})"
+        given = [tick.inputs for tick in recorded]
+        draws = random_inputs(spec, random_ticks, seed, like=given)
+        stepped = reference_ticks(spec, [*given, *draws], what)
+        return Reference(
+            f"{RECORDED_EXAMPLES} ({len(recorded)} tick(s), eager PyTorch while tracing), then "
+            f"leapp.Pipeline on {what}",
+            (*recorded, *stepped[len(recorded) :]),
+            len(recorded),
+        )
     replayable_plan(spec)
     if inputs is not None:
         what = f"the inputs in {inputs}"
@@ -267,6 +321,47 @@ def _random(
     if dtype is torch.bool:
         return torch.randint(0, 2, shape, generator=generator).bool()
     return torch.randint(*_INT_RANGE, shape, generator=generator).to(dtype)
+
+
+def _seen(
+    values: Sequence[torch.Tensor | None], dtype: torch.dtype, shape: tuple[int, ...]
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The smallest and largest value of each element over ``values`` (float64; a float
+    element never finite: None of it is used), or None: nothing seen, another dtype or shape,
+    or a complex port."""
+    if not values or dtype.is_complex:
+        return None
+    if any(v is None or v.dtype != dtype or tuple(v.shape) != shape for v in values):
+        return None
+    stacked = torch.stack([v.to(torch.float64) for v in values])
+    finite = torch.isfinite(stacked)
+    low = torch.where(finite, stacked, math.inf).amin(0)
+    high = torch.where(finite, stacked, -math.inf).amax(0)
+    return low, high
+
+
+def _draw(
+    dtype: torch.dtype,
+    shape: tuple[int, ...],
+    generator: torch.Generator,
+    seen: tuple[torch.Tensor, torch.Tensor] | None,
+) -> torch.Tensor:
+    """One random value of a port: :func:`_random`, or within ``seen`` (see random_inputs)."""
+    if seen is None:
+        return _random(dtype, shape, generator)
+    low, high = seen
+    uniform = torch.rand(shape, generator=generator, dtype=torch.float64)
+    if dtype is torch.bool:
+        return torch.where(low == high, low, (uniform < 0.5).to(torch.float64)).bool()
+    if not dtype.is_floating_point:
+        steps = torch.floor(uniform * (high - low + 1)).clamp(max=high - low)
+        return (low + steps).to(dtype)
+    never = low > high  # no finite value seen: around 0
+    low, high = torch.where(never, 0.0, low), torch.where(never, 0.0, high)
+    flat = low == high
+    low = torch.where(flat, low - _FLAT_HALF_WIDTH, low)
+    high = torch.where(flat, high + _FLAT_HALF_WIDTH, high)
+    return (low + uniform * (high - low)).to(dtype)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

@@ -22,8 +22,15 @@ generate`` (its ``export/`` folder), or an install prefix holding one
    - with ``inputs`` (``--inputs FILE.safetensors``): the user's inputs, one tensor per
      external input keyed ``"<node>/<port>"`` with a leading ticks axis, run through
      :class:`leapp.Pipeline` in this process;
-   - else the examples recorded while tracing (``<name>_examples.safetensors``), when the
-     spec names them; the nodes must have run equally often while tracing;
+   - else, when the spec names them (``<name>_examples.safetensors``), the examples recorded
+     while tracing: the outputs eager PyTorch computed (the nodes must have run equally often
+     while tracing), then ``random_ticks`` ticks of seeded random inputs drawn within the
+     range the examples show (an element they show at one value only: within 1 of it), run
+     through leapp.Pipeline, which steps through the examples' inputs first so that state and
+     feedback enter the random ticks as the graph's do. The examples tie the graph to the
+     training code, but only as far as their inputs reach (one all-zero sample shows a
+     layer's bias, not its weights); the random ticks tie every topic to the export on inputs
+     that reach every weight;
    - else (an export without examples, such as every export of NVIDIA's leapp 0.7.2)
      ``random_ticks`` ticks of seeded random inputs of the ports' shapes and dtypes
      (:func:`~leapp_ros.tools.reference.random_inputs`: floats from a standard normal
@@ -38,22 +45,25 @@ generate`` (its ``export/`` folder), or an install prefix holding one
    artifacts: ``|published - expected| <= atol + rtol * |expected|`` for floating values
    (defaults rtol 1e-3, atol 1e-5), exact equality for integers and bools.
 
-The report (:meth:`VerifyReport.format`) is a table, one row per output topic::
+The report (:meth:`VerifyReport.format`) is a table, one row per output topic; here the graph
+of the seed runs a policy whose weight matrix differs (its bias does not, so the all-zero
+recorded example passes)::
 
-    leapp-ros verify swap: 3 of 3 samples replayed on /swap (one process per node) against
-    the recorded examples, rtol 0.001, atol 1e-05
-      topic           samples  largest difference  result
-      /swap/first/y   3/3      2.98                FAIL
-      /swap/second/z  3/3      0                   pass
+    leapp-ros verify torch_pipeline: 21 of 21 samples replayed on /torch_pipeline (one
+    process per node) against the recorded examples (1 tick(s), eager PyTorch while tracing),
+    then leapp.Pipeline on 20 random ticks within their range (seed 0), rtol 0.001, atol 1e-05
+      topic                           samples  largest difference  result
+      /torch_pipeline/preprocess/obs  21/21    0                   pass
+      /torch_pipeline/policy/action   21/21    0.856               FAIL
     verify FAILED: 1 of 2 topics failed
-      /swap/first/y: sample 0: 4 of 4 values beyond tolerance (largest difference 2.98); 2
-      more sample(s) differ
+      /torch_pipeline/policy/action: sample 1 (random tick 0): 6 of 6 values beyond tolerance
+      (largest difference 0.54); 19 more sample(s) differ
 
-(the heading and the detail lines are one line each; the reference reads "leapp.Pipeline on
-random inputs (seed 0)" or "leapp.Pipeline on the inputs in FILE" on the other paths). When
-every topic passes, the last line is ``verify passed: every published tensor matches`` and the
-reference. A timeout or a node that dies stops the replay; the verdict then says after how
-many samples and why.
+(the heading and the detail lines are one line each; the reference reads "the recorded
+examples" with ``random_ticks`` 0, "leapp.Pipeline on random inputs (seed 0)" or "leapp.Pipeline
+on the inputs in FILE" on the other paths). When every topic passes, the last line is ``verify
+passed: every published tensor matches`` and the reference. A timeout or a node that dies
+stops the replay; the verdict then says after how many samples and why.
 
 ``leapp-ros verify`` exits with 0 when every topic passes, 1 on any mismatch, timeout or node
 failure, and 2 when the export is invalid or cannot be replayed, or the inputs file does not
@@ -64,7 +74,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,7 +81,7 @@ import torch
 
 from leapp.spec import Spec
 from leapp_ros.plan.pipeline import PipelinePlan
-from leapp_ros.tools.reference import RECORDED_EXAMPLES, ReplayError, Tick, make_reference
+from leapp_ros.tools.reference import RECORDED_EXAMPLES, Reference, ReplayError, make_reference
 
 __all__ = ["TopicCheck", "VerifyReport", "find_export", "verify"]
 
@@ -212,8 +221,8 @@ def verify(
         startup_timeout_s: how long to wait for the graph to be ready.
         inputs: a safetensors file of external inputs to run instead of the recorded
             examples (see :func:`load_inputs`).
-        random_ticks, seed: how many ticks of random inputs, and their seed, for an export
-            without recorded examples.
+        random_ticks, seed: how many ticks of random inputs, and their seed: after the
+            recorded examples (0: the examples alone), or alone for an export without them.
 
     Returns:
         The :class:`VerifyReport`; a mismatch, a timeout or a node failure makes it not ok.
@@ -228,7 +237,7 @@ def verify(
     spec = spec_file.load(find_export(path), verify_checksums=True)
     reference = make_reference(spec, inputs=inputs, random_ticks=random_ticks, seed=seed)
     run = _run_graph(
-        spec, reference.ticks, composed=composed, fused=fused, timeout_s=timeout_s,
+        spec, reference, composed=composed, fused=fused, timeout_s=timeout_s,
         startup_timeout_s=startup_timeout_s, rtol=rtol, atol=atol,
     )  # fmt: skip
     topics = {f"{n.name}/{o.port}": run.plan.resolve(o.topic) for n in run.plan.nodes
@@ -258,7 +267,7 @@ class _Run:
 
 def _run_graph(
     spec: Spec,
-    expected: Sequence[Tick],
+    reference: Reference,
     *,
     composed: bool,
     fused: bool = False,
@@ -267,8 +276,8 @@ def _run_graph(
     rtol: float,
     atol: float,
 ) -> _Run:
-    """Start the graph of ``spec``, step it through ``expected`` in order, compare, stop it.
-    The one place that starts a graph: a further way to run it goes here."""
+    """Start the graph of ``spec``, step it through the ticks of ``reference`` in order,
+    compare, stop it. The one place that starts a graph: a further way to run it goes here."""
     from leapp_ros.testing import GraphAssertionError, GraphUnderTest
 
     graph = GraphUnderTest(
@@ -278,14 +287,16 @@ def _run_graph(
         timeout_s=startup_timeout_s,
         step_timeout_s=timeout_s,
     )
+    expected = reference.ticks
     results: dict[str, list[tuple[float, str | None]]] = {key: [] for key in expected[0].outputs}
     replayed, stopped = 0, None
     try:
         graph.start()
         for index, tick in enumerate(expected):
             published = graph.step(tick.inputs, outputs=list(tick.outputs))
+            sample = reference.sample(index)
             for key, value in tick.outputs.items():
-                results[key].append(_compare(published[key], value, rtol, atol, index))
+                results[key].append(_compare(published[key], value, rtol, atol, sample))
             replayed += 1
         graph.close()
     except GraphAssertionError as e:  # a timeout, a node that died or did not stop cleanly
@@ -295,14 +306,14 @@ def _run_graph(
 
 
 def _compare(
-    published: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float, index: int
+    published: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float, sample: str
 ) -> tuple[float, str | None]:
     from leapp.run.validation import compare
 
     difference, detail = compare(published, expected, rtol=rtol, atol=atol)
     if detail is None:
         return difference, None
-    return difference, f"sample {index}: {detail} (largest difference {difference:.3g})"
+    return difference, f"{sample}: {detail} (largest difference {difference:.3g})"
 
 
 def _check(

@@ -1,10 +1,13 @@
 """Recorded data through the live graph: ``leapp-ros record`` writes a complete rosbag2 folder of
-a running graph (ended by SIGINT), which replays through the graph with no mismatch against
-``leapp.Pipeline`` and against its own recorded outputs; ``--against recorded`` catches a graph
-running other weights; a bag written with ``rosbags`` as a robot driver writes it (JointState
-with the joints shuffled and an extra joint, Imu, Twist on the robot's topics) verifies through
-remaps; and truncated or corrupted bags, missing topics, wrong types and bad remaps exit with 2,
-naming the file or topic, before any graph starts."""
+a running graph (ended by SIGINT) whose recorded outputs are eager PyTorch's answers to its
+recorded inputs; the bag replays through the graph with no mismatch against eager PyTorch (a bag
+of the recorded inputs and the eager outputs, ``against="recorded"``), against
+``leapp.Pipeline`` and against its own recorded outputs; a recurrent GRU policy replayed from a
+bag follows the eager GRU loop tick by tick, its state carried; ``--against recorded`` catches a
+graph running other weights; a bag written with ``rosbags`` as a robot driver writes it
+(JointState with the joints shuffled and an extra joint, Imu, Twist on the robot's topics)
+verifies through remaps; and truncated or corrupted bags, missing topics, wrong types and bad
+remaps exit with 2, naming the file or topic, before any graph starts."""
 
 from __future__ import annotations
 
@@ -14,20 +17,22 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+from support.recurrent import export_gru, gru_loop
 from support.robot import export_robot
-from support.ros import REPO, export_seed
+from support.ros import REPO, eager_seed, export_seed
+from support.weights import export_perturbed_seed
 
-import leapp
-from leapp import annotate
-from leapp import session as session_module
 from leapp_ros.bag.bag_file import BagWriter, read_bag
-from leapp_ros.bag.bag_ticks import load_ticks
+from leapp_ros.bag.bag_ticks import BagTick, BagTicks, load_ticks
+from leapp_ros.messages.multiarray import codec
+from leapp_ros.messages.raw_multiarray import RawArrayCodec
 from leapp_ros.run.processes import load_plan
 from leapp_ros.testing import GraphUnderTest, ros_env
 from leapp_ros.tools.cli import main
@@ -218,9 +223,60 @@ def test_recorded_bags_read_the_same_with_independent_readers_and_carry_the_inst
     assert sorted(stored) == sorted(partial)
 
 
-def test_a_recorded_bag_replays_with_no_mismatch_against_leapp_pipeline_and_itself(recorded):
-    for against in ("pipeline", "recorded"):
-        report = recorded.graph.replay(recorded.bag, against=against)
+def eager_seed_outputs(seed: SimpleNamespace, tick: BagTick) -> dict[str, torch.Tensor]:
+    obs, action = eager_seed(
+        seed, tick.inputs["preprocess/state"], tick.inputs["preprocess/velocity"]
+    )
+    return {"preprocess/obs": obs, "policy/action": action}
+
+
+def write_eager_bag(
+    path: Path,
+    plan,
+    types: dict[str, str],
+    ticks: BagTicks,
+    eager: Callable[[BagTick], dict[str, torch.Tensor]],
+) -> Path:
+    """A bag of each tick's input messages as recorded, then the outputs ``eager(tick)``
+    (eager PyTorch's, carrying its own state) on the output topics: what
+    ``replay(..., against="recorded")`` compares the graph with."""
+    with BagWriter(path) as bag:
+        for tick in ticks.ticks:
+            for offset, (topic, data) in enumerate(tick.messages.items()):
+                bag.add_topic(topic, types[topic])
+                bag.write(topic, tick.time_ns + offset, data)
+            for offset, (key, value) in enumerate(eager(tick).items()):
+                node, port = key.split("/")
+                output = plan.node(node).output(port)
+                topic = plan.resolve(output.topic)
+                bag.add_topic(topic, output.message_type)
+                data = RawArrayCodec(codec(output)).to_bytes(value.numpy())
+                bag.write(topic, tick.time_ns + 1000 + offset, data)
+    return path
+
+
+def test_the_recorded_outputs_are_eager_pytorch_s_answers_to_the_recorded_inputs(recorded):
+    ticks = load_ticks(recorded.graph.plan, recorded.bag, recorded=True)
+    assert len(ticks.ticks) == TICKS
+    for tick in ticks.ticks:
+        for key, value in eager_seed_outputs(recorded.seed, tick).items():
+            got = ticks.recorded[key][tick.index]
+            where = f"tick {tick.index}, {key}"
+            torch.testing.assert_close(got, value, rtol=1e-5, atol=1e-5,
+                                       msg=lambda m, w=where: f"{w}: {m}")  # fmt: skip
+
+
+def test_a_recorded_bag_replays_with_no_mismatch_against_eager_pytorch_pipeline_and_itself(
+    recorded,
+):
+    plan = recorded.graph.plan
+    ticks = load_ticks(plan, recorded.bag)
+    types = read_bag(recorded.bag).types
+    eager = write_eager_bag(recorded.folder / "eager", plan, types, ticks,
+                            lambda tick: eager_seed_outputs(recorded.seed, tick))  # fmt: skip
+    for bag, against in ((eager, "recorded"), (recorded.bag, "pipeline"),
+                         (recorded.bag, "recorded")):  # fmt: skip
+        report = recorded.graph.replay(bag, against=against)
         assert report.ok, report.format()
         assert report.replayed == report.ticks == TICKS
         assert {t.key for t in report.topics} == {"preprocess/obs", "policy/action"}
@@ -269,19 +325,9 @@ def test_recorded_outputs_align_by_count_or_else_by_time(recorded, tmp_path):
     torch.testing.assert_close(ticks.recorded["preprocess/obs"][0], full["preprocess/obs"][0])
 
 
-def export_other_weights(folder: Path, seed: SimpleNamespace) -> Path:
-    """The seed pipeline, same name and ports, with the policy's weights drawn from seed 1."""
-    session_module._active = None
-    torch.manual_seed(1)
-    policy = seed.module.Policy().eval()
-    leapp.start(name="torch_pipeline", save_path=folder)
-    seed.module.run_policy(policy, seed.module.preprocess(torch.zeros(6), torch.zeros(3)))
-    leapp.stop()
-    return leapp.compile_graph().path.parent
-
-
 def test_against_recorded_catches_a_graph_running_other_weights(recorded, capsys):
-    other = export_other_weights(recorded.folder / "other", recorded.seed)
+    """The policy's weight matrix perturbed, its bias kept (support/weights.py)."""
+    other = export_perturbed_seed(recorded.folder / "other", recorded.seed).path
     code = main(
         ["verify", str(other), "--bag", str(recorded.bag), "--against", "recorded", "--composed"]
     )
@@ -295,40 +341,41 @@ def test_against_recorded_catches_a_graph_running_other_weights(recorded, capsys
     assert f"plot: {plot}" in printed and plot.stat().st_size > 1000
 
 
-def recurrent_policy(obs, h, cell, head):
-    """One tick of a policy whose state ``h`` the replay must carry from tick to tick."""
-    obs = annotate.input_tensors("policy", {"obs": obs})
-    h = annotate.state_tensors("policy", {"h": h})
-    h_next = cell(obs.unsqueeze(0), h.unsqueeze(0)).squeeze(0)
-    h_next = annotate.update_state("policy", {"h": h_next})
-    annotate.output_tensors("policy", {"action": torch.tanh(head(h_next))}, export_with="onnx")
-    return h_next
+def test_a_bag_replays_through_a_recurrent_policy_like_the_eager_gru_loop(tmp_path):
+    """A GRU policy with explicit state (support/recurrent.py) replayed from a bag of 6 random
+    observations: every action and state equals the eager GRU loop's from h = 0, tick by
+    tick (the bag holds the eager outputs, ``against="recorded"``), and leapp.Pipeline's; each
+    replay on a graph of its own, whose state starts from h = 0."""
+    export = export_gru(tmp_path / "export", "onnx").path.parent
+    plan = load_plan(export)
+    port = plan.node("policy").input("obs")
+    observations = [torch.randn(4) for _ in range(6)]
+    inputs = tmp_path / "inputs"
+    with BagWriter(inputs) as writer:
+        writer.add_topic("/gru/policy/obs", port.message_type)
+        for tick, obs in enumerate(observations):
+            data = RawArrayCodec(codec(port)).to_bytes(obs.numpy())
+            writer.write("/gru/policy/obs", 10**9 + tick * 10**6, data)
+    ticks = load_ticks(plan, inputs)
+    eager = {tick.index: result for tick, result in
+             zip(ticks.ticks, gru_loop(observations, "onnx"), strict=True)}  # fmt: skip
+    outputs = [o.port for o in plan.node("policy").outputs]  # action, and the state's topic
 
+    def eager_outputs(tick: BagTick) -> dict[str, torch.Tensor]:
+        action, h = eager[tick.index]
+        return {f"policy/{port}": value for port, value in zip(outputs, (action, h), strict=True)}
 
-def test_a_bag_replays_through_a_recurrent_policy_with_its_state_carried(tmp_path):
-    from leapp_ros.messages.multiarray import codec
-    from leapp_ros.messages.raw_multiarray import RawArrayCodec
-
-    session_module._active = None
-    torch.manual_seed(6)
-    cell, head = torch.nn.GRUCell(4, 6).eval(), torch.nn.Linear(6, 2).eval()
-    leapp.start(name="recurrent", save_path=tmp_path)
-    with torch.no_grad():
-        recurrent_policy(torch.randn(4), torch.zeros(6), cell, head)
-    leapp.stop()
-    export = leapp.compile_graph().path.parent
-    port = load_plan(export).node("policy").input("obs")
-    bag = tmp_path / "bag"
-    with BagWriter(bag) as writer:
-        writer.add_topic("/recurrent/policy/obs", port.message_type)
-        for tick in range(6):
-            data = RawArrayCodec(codec(port)).to_bytes(torch.randn(4))
-            writer.write("/recurrent/policy/obs", 10**9 + tick * 10**6, data)
-    with GraphUnderTest(export, composed=True) as graph:
-        report = graph.replay(bag)
-    assert report.ok and report.replayed == 6, report.format()
-    deviations = report.topics[0].deviations
-    assert len(deviations) == 6 and max(d for _, d in deviations) <= 1e-5, report.format()
+    assert outputs == ["action", "h_out"]  # LEAPP's ONNX name of the state output
+    bag = write_eager_bag(tmp_path / "eager", plan, read_bag(inputs).types, ticks, eager_outputs)
+    for against in ("recorded", "pipeline"):
+        with GraphUnderTest(export, composed=True) as graph:  # its state from h = 0 again
+            report = graph.replay(bag, against=against)
+            assert report.ok and report.replayed == 6, report.format()
+            assert {t.key: t.compared for t in report.topics} == {
+                "policy/action": 6, "policy/h_out": 6
+            }, report.format()  # fmt: skip
+            deviations = [d for t in report.topics for _, d in t.deviations]
+            assert max(deviations) <= 1e-5, report.format()
 
 
 # --- a bag as a robot driver writes it ------------------------------------------------------

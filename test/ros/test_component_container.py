@@ -30,7 +30,7 @@ from support.runner import SeedIO
 from leapp_ros.plan.cpu_settings import usable_cpus
 from leapp_ros.testing import Probe, reserve_domain_id, ros_env
 
-pytestmark = [pytest.mark.ros, pytest.mark.launch_stack]
+pytestmark = [pytest.mark.ros, pytest.mark.launch]
 
 CONTAINER = "/composition/box"
 SEED_NS = "/torch_pipeline"

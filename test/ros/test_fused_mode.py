@@ -1,17 +1,23 @@
 """Fused mode over real DDS: one leapp_fused node runs the whole seed pipeline per tick, answers
-like eager PyTorch, leaves the intermediate topics out when asked, drops malformed and
-non-finite inputs without dying, passes leapp-ros verify --fused; and the ways to start it
-refuse what does not fit (composed, a choice of nodes)."""
+random inputs like eager PyTorch (and a fused graph of a perturbed weight matrix fails that
+check), leaves the intermediate topics out when asked, drops malformed and non-finite inputs
+without dying, passes leapp-ros verify --fused on the recorded example and random ticks (and
+fails it, naming the topic, when the graph runs other weights); and the ways to start it refuse
+what does not fit (composed, a choice of nodes)."""
 
 from __future__ import annotations
 
 import array
 import math
+import re
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
 from support.ros import check_obs_only_while_echoed, eager_seed, exited, ros_graph
 from support.runner import SeedIO
+from support.weights import export_perturbed_seed, swap_artifact
 
 from leapp.spec import load
 from leapp_ros.plan.pipeline import PlanError, make_plan
@@ -35,13 +41,30 @@ def fused_args(spec_path, *parameters: str) -> list[str]:
     return args
 
 
-def test_a_fused_graph_answers_every_tick_like_eager_pytorch(fused_graph, seed):
-    for _ in range(20):
+def assert_answers_like_eager(graph: GraphUnderTest, seed, ticks: int = 20) -> None:
+    """``ticks`` random state / velocity pairs, each answered with eager PyTorch's obs and
+    action (else an AssertionError naming the tick and the output)."""
+    for tick in range(ticks):
         state, velocity = torch.randn(6) * 3, torch.randn(3)
-        out = fused_graph.step({"preprocess/state": state, "preprocess/velocity": velocity})
+        out = graph.step({"preprocess/state": state, "preprocess/velocity": velocity})
         obs, action = eager_seed(seed, state, velocity)
-        torch.testing.assert_close(out["preprocess/obs"], obs, rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(out["policy/action"], action, rtol=1e-5, atol=1e-5)
+        for key, expected in (("preprocess/obs", obs), ("policy/action", action)):
+            where = f"tick {tick}, {key}"
+            torch.testing.assert_close(out[key], expected, rtol=1e-5, atol=1e-5,
+                                       msg=lambda m, w=where: f"{w}: {m}")  # fmt: skip
+
+
+def test_a_fused_graph_answers_every_tick_like_eager_pytorch(fused_graph, seed):
+    assert_answers_like_eager(fused_graph, seed)
+
+
+def test_a_fused_graph_of_a_perturbed_weight_matrix_fails_the_eager_check(seed, tmp_path):
+    """The same pipeline, the policy's weight matrix perturbed and its bias kept: the first
+    random tick's action differs from eager PyTorch's."""
+    other = export_perturbed_seed(tmp_path, seed).path
+    wrong = r"^tick 0, policy/action: Tensor-likes are not close"
+    with GraphUnderTest(other, fused=True) as graph, pytest.raises(AssertionError, match=wrong):
+        assert_answers_like_eager(graph, seed)
 
 
 def test_malformed_and_nonfinite_inputs_are_dropped_counted_and_the_node_goes_on(
@@ -118,10 +141,36 @@ def test_an_intermediate_is_encoded_only_while_someone_subscribes(seed):
             node.destroy_node()
 
 
-def test_verify_fused_replays_the_examples_through_one_node(seed, capsys):
+def test_verify_fused_replays_the_example_and_random_ticks_through_one_node(seed, capsys):
     assert main(["verify", str(seed.path), "--fused"]) == 0
     report = capsys.readouterr().out
-    assert "one node running the whole pipeline (fused)" in report
+    assert "21 of 21 samples replayed on /torch_pipeline (one node running the whole " in report
+    assert "then leapp.Pipeline on 20 random ticks within their range (seed 0)" in report
+
+
+def test_verify_fused_fails_naming_the_topic_when_the_node_runs_other_weights(
+    seed, tmp_path, capsys, monkeypatch
+):
+    """The fused node gets a policy whose weight matrix is perturbed (bias kept) once the
+    reference is computed, as a stale model file would be deployed: the recorded all-zero
+    example passes, every random tick fails on /torch_pipeline/policy/action."""
+    other = export_perturbed_seed(tmp_path / "other", seed).path
+    export = Path(shutil.copytree(seed.path, tmp_path / "torch_pipeline"))
+    start = GraphUnderTest.start
+
+    def start_on_the_other_policy(graph):
+        swap_artifact(export, other, "policy.onnx")
+        return start(graph)
+
+    monkeypatch.setattr(GraphUnderTest, "start", start_on_the_other_policy)
+    assert main(["verify", str(export), "--fused"]) == 1
+    report = capsys.readouterr().out
+    assert "verify FAILED: 1 of 2 topics failed" in report
+    assert re.search(
+        r"^  /torch_pipeline/policy/action: sample 1 \(random tick 0\): .*; 19 more sample",
+        report,
+        re.MULTILINE,
+    ), report
 
 
 def test_fused_takes_neither_composed_nor_a_choice_of_nodes(seed):

@@ -1,7 +1,8 @@
 """Recurrent state and feedback through the live ROS 2 graph: a GRU policy with explicit state
 (jit and onnx) and a pipeline feeding its previous action back into its preprocessing, stepped
-50 times over real topics (one process per node and composed) equal the eager loop at every
-step, and ``leapp-ros verify`` replays their recorded examples."""
+50 times over real topics (one process per node, composed and fused) equal the eager loop at
+every step, and ``leapp-ros verify`` replays their recorded examples and random ticks after
+them."""
 
 from __future__ import annotations
 
@@ -102,8 +103,12 @@ def test_previous_action_fed_back_through_ros_equals_the_eager_loop_at_every_ste
 
 
 @pytest.mark.parametrize("name", ["gru_jit", "gru_onnx", "loop"])
-def test_verify_replays_the_recorded_state_and_feedback(exports, name, capsys):
+def test_verify_replays_the_recorded_state_and_feedback_then_random_ticks(exports, name, capsys):
+    """The recorded ticks, then 20 random ones against leapp.Pipeline continuing from the
+    state and feedback the recorded ones left, in one run of the graph."""
     assert main(["verify", str(exports[name])]) == 0
     out = capsys.readouterr().out
-    assert f"{TRACED_TICKS} of {TRACED_TICKS} samples replayed" in out
+    samples = TRACED_TICKS + 20
+    assert f"{samples} of {samples} samples replayed" in out
+    assert f"the recorded examples ({TRACED_TICKS} tick(s), eager PyTorch while tracing)" in out
     assert "verify passed" in out

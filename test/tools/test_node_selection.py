@@ -117,7 +117,7 @@ def test_launch_argument_nodes_launches_only_the_named_nodes(plan, monkeypatch):
     assert process.pipeline_nodes == ("policy",)
 
 
-@pytest.mark.launch_stack
+@pytest.mark.launch
 def test_launch_argument_nodes_composed_loads_only_the_named_nodes_into_a_container_of_theirs(
     plan, monkeypatch
 ):

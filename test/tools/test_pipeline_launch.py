@@ -4,14 +4,15 @@ and with ``autostart:=false``: then the nodes wait, unconfigured and silent, unt
 configures and activates every one with the ``ros2 lifecycle`` CLI, as a user would; one more
 run with ``autostart:=false`` is activated by launch's own lifecycle events instead
 (launch_ros's ChangeState and OnStateTransition, which reach LifecycleNode actions only).
+Every run, once its nodes are active, answers state / velocity pairs with the action eager
+PyTorch computes (examples/torch_pipeline.py's functions, traced into the export in this
+process).
 
 It needs the ROS 2 launch stack (launch, launch_ros, launch_testing, pytest < 9): a full ROS 2
 install, or scripts/setup.sh with ../shared/ros2-launch present (as on CI). Run it with
-``launch_test test/tools/test_pipeline_launch.py`` or
-``python -m pytest test/tools/test_pipeline_launch.py``.
-Without the launch stack it is skipped (test/tools/test_runner.py covers the same graph through
-``leapp-ros run``). Set LEAPP_ROS_TEST_EXPORT to an export folder to use it instead of tracing
-examples/torch_pipeline.py into a temporary folder.
+``python -m pytest test/tools/test_pipeline_launch.py`` (pytest puts test/ and examples/ on the
+path). Without the launch stack it is skipped (test/tools/test_runner.py covers the same graph
+through ``leapp-ros run``).
 """
 
 import pytest
@@ -24,7 +25,6 @@ pytest.importorskip(
 
 import array
 import atexit
-import os
 import shutil
 import subprocess
 import tempfile
@@ -32,6 +32,7 @@ import time
 import unittest
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import launch_testing
 import launch_testing.actions
@@ -50,27 +51,25 @@ from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch_ros.event_handlers import OnStateTransition
 from launch_ros.events.lifecycle import ChangeState
 from lifecycle_msgs.msg import Transition
-from support.ros import Probe
-from support.runner import SeedIO, claim_domain_id, export_seed, ros_env
+from support.ros import Probe, eager_seed, export_seed
+from support.runner import SeedIO, claim_domain_id, ros_env
 
-import leapp
-
-pytestmark = [pytest.mark.ros, pytest.mark.launch_stack, pytest.mark.slow]
+pytestmark = [pytest.mark.ros, pytest.mark.launch, pytest.mark.slow]
 
 LAUNCH_FILE = Path(__file__).resolve().parents[2] / "launch" / "pipeline.launch.py"
 NODES = ("preprocess", "policy")
-_exports: list[Path] = []
+NAMESPACE = "/torch_pipeline"  # the launch file's default: the pipeline's name
+_seeds: list[SimpleNamespace] = []
 
 
-def seed_export() -> Path:
-    """The export under test: LEAPP_ROS_TEST_EXPORT, or the seed traced once per run."""
-    if os.environ.get("LEAPP_ROS_TEST_EXPORT"):
-        return Path(os.environ["LEAPP_ROS_TEST_EXPORT"])
-    if not _exports:
+def traced_seed() -> SimpleNamespace:
+    """The seed traced once per run into a temporary folder: ``path`` (the export) and the
+    eager PyTorch functions it was traced from (``module``, ``policy``)."""
+    if not _seeds:
         folder = tempfile.mkdtemp(prefix="leapp_ros_launch_test_")
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        _exports.append(export_seed(Path(folder)))
-    return _exports[0]
+        _seeds.append(export_seed(Path(folder)))
+    return _seeds[0]
 
 
 _LOCKS: list = []  # the domain ids' lock files (a lock held by a local would end with it)
@@ -95,7 +94,8 @@ CLI_TIMEOUT_S = 30.0
 @pytest.mark.launch_test
 @launch_testing.parametrize("mode, start", RUNS)
 def generate_test_description(mode, start):
-    export = seed_export()
+    seed = traced_seed()
+    export = seed.path
     domain_id, lock = claim_domain_id()
     _LOCKS.append(lock)  # held until this test process ends: the launched processes use it
     arguments = {"pipeline": str(export), **MODES[mode]}
@@ -115,7 +115,7 @@ def generate_test_description(mode, start):
             launch_testing.actions.ReadyToTest(),
         ]
     )
-    return description, {"domain_id": domain_id, "export": export}
+    return description, {"domain_id": domain_id, "export": export, "seed": seed}
 
 
 def configure_and_activate_by_launch_events() -> list:
@@ -141,14 +141,13 @@ def configure_and_activate_by_launch_events() -> list:
     ]
 
 
-def answer_like_the_export(probe: Probe, pipeline: leapp.Pipeline, namespace: str) -> None:
+def answer_like_eager(probe: Probe, seed: SimpleNamespace) -> None:
     """Three state / velocity pairs, each answered with the action eager PyTorch computes."""
-    seed = SeedIO(probe, namespace)
+    io = SeedIO(probe, NAMESPACE)
     for _ in range(3):
         state, velocity = torch.randn(6) * 2, torch.randn(3)
-        inputs = {"preprocess/state": state, "preprocess/velocity": velocity}
-        expected = pipeline.step(inputs)["policy/action"]
-        action = seed.step(state, velocity, expected, timeout_s=20)
+        _, expected = eager_seed(seed, state, velocity)
+        action = io.step(state, velocity, expected, timeout_s=20)
         torch.testing.assert_close(action, expected)
 
 
@@ -156,8 +155,7 @@ def ros2_lifecycle(domain_id: int, nodes: list[str], *transition: str) -> list[s
     """``ros2 lifecycle get NODE`` (or ``set NODE TRANSITION``) for each of ``nodes`` at once,
     as a user runs it, in the test's domain; their outputs. Each is retried while the CLI has
     not discovered its node yet (no daemon: each call discovers the graph afresh)."""
-    if ROS2 is None:
-        raise unittest.SkipTest("the ros2 CLI is not installed (scripts/setup.sh)")
+    assert ROS2 is not None, "the ros2 CLI is not installed (scripts/setup.sh installs it)"
     with ThreadPoolExecutor(len(nodes)) as pool:
         return list(pool.map(lambda node: _ros2_lifecycle(domain_id, node, *transition), nodes))
 
@@ -181,79 +179,73 @@ def _ros2_lifecycle(domain_id: int, node: str, *transition: str) -> str:
 
 
 class TestSeedPipeline(unittest.TestCase):
-    def test_action_answers_state_and_velocity_like_the_export(self, domain_id, export, start):
-        if start == ROS2_LIFECYCLE:
-            self.skipTest("the nodes wait for ros2 lifecycle: the next test activates them")
-        pipeline = leapp.Pipeline.load(export)
-        namespace = f"/{pipeline.spec.name}"  # the launch file's default namespace
-        probe = Probe(domain_id)
-        try:
-            statuses = probe.wait_ready(namespace, NODES, timeout_s=60)
-            if start == LAUNCH_EVENTS:  # autostart false: launch's events activated them
-                probe.spin_until(
-                    lambda: all(statuses[n].get("lifecycle") == "active" for n in NODES),
-                    20,
-                    "every node active",
-                )
-            answer_like_the_export(probe, pipeline, namespace)
-        finally:
-            probe.close()
-
-    def test_with_autostart_false_nothing_is_published_until_ros2_lifecycle_activates(
-        self, domain_id, export, mode, start
+    def test_the_nodes_come_up_as_started_then_answer_like_eager_pytorch(
+        self, domain_id, seed, mode, start
     ):
-        if start != ROS2_LIFECYCLE:
-            self.skipTest("started with autostart: true (or activated by launch)")
-        from std_msgs.msg import Float32MultiArray
-
-        pipeline = leapp.Pipeline.load(export)
-        namespace = f"/{pipeline.spec.name}"
-        names = ["leapp_fused"] if mode == "fused" else NODES  # the ROS nodes: one, or two
-        nodes = [f"{namespace}/{name}" for name in names]
+        """autostart: every node becomes active by itself; launch events: once launch's
+        lifecycle events configured and activated it; ros2 lifecycle: nothing is published
+        until the test configures and activates every node with the ros2 CLI. Then the
+        actions equal eager PyTorch's."""
         probe = Probe(domain_id)
         try:
-            published = {
-                topic: probe.subscribe(f"{namespace}/{topic}", Float32MultiArray)
-                for topic in OUTPUTS
-            }
-            statuses = probe.watch_status(namespace)
-            inputs = [
-                probe.publisher(f"{namespace}/preprocess/{port}", Float32MultiArray)
-                for port in ("state", "velocity")
-            ]
-
-            def send_and_listen(pairs: int = 5) -> None:
-                for _ in range(pairs):
-                    for publisher, size in zip(inputs, (6, 3), strict=True):
-                        values = array.array("f", torch.randn(size).tolist())
-                        publisher.publish(Float32MultiArray(data=values))
-                    probe.spin_for(0.1)
-
-            states = ros2_lifecycle(domain_id, nodes)
-            self.assertEqual([state.split()[0] for state in states], ["unconfigured"] * len(nodes))
-            send_and_listen()
-            self.assertEqual({t: len(m) for t, m in published.items()}, dict.fromkeys(OUTPUTS, 0))
-            self.assertEqual(statuses, {}, "a node published its status before configure")
-
-            # (each `set` checks "Transitioning successful"; the states from then on are
-            # read from the nodes' status records: a `get` costs seconds of discovery)
-            ros2_lifecycle(domain_id, nodes, "configure")
-            probe.wait_ready(namespace, NODES, timeout_s=30)  # configured: status "ready"
-            for publisher in inputs:
-                probe.wait_matched(publisher)  # the nodes subscribe once configured
-            send_and_listen()
-            self.assertEqual({t: len(m) for t, m in published.items()}, dict.fromkeys(OUTPUTS, 0))
-            self.assertEqual({statuses[n].get("lifecycle") for n in NODES}, {"inactive"})
-
-            ros2_lifecycle(domain_id, nodes, "activate")
+            if start == ROS2_LIFECYCLE:
+                statuses = bring_up_with_ros2_lifecycle(self, probe, domain_id, mode)
+            else:
+                statuses = probe.wait_ready(NAMESPACE, NODES, timeout_s=60)
             probe.spin_until(
                 lambda: all(statuses[n].get("lifecycle") == "active" for n in NODES),
                 20,
                 "every node active",
             )
-            answer_like_the_export(probe, pipeline, namespace)
+            answer_like_eager(probe, seed)
         finally:
             probe.close()
+
+
+def bring_up_with_ros2_lifecycle(
+    case: unittest.TestCase, probe: Probe, domain_id: int, mode: str
+) -> dict:
+    """Nodes started with autostart:=false: unconfigured and silent (no output, no status)
+    while inputs arrive; configured with the ros2 CLI: ready and inactive, still silent;
+    then activated with the ros2 CLI. The nodes' status records."""
+    from std_msgs.msg import Float32MultiArray
+
+    names = ["leapp_fused"] if mode == "fused" else NODES  # the ROS nodes: one, or two
+    nodes = [f"{NAMESPACE}/{name}" for name in names]
+    published = {
+        topic: probe.subscribe(f"{NAMESPACE}/{topic}", Float32MultiArray) for topic in OUTPUTS
+    }
+    statuses = probe.watch_status(NAMESPACE)
+    inputs = [
+        probe.publisher(f"{NAMESPACE}/preprocess/{port}", Float32MultiArray)
+        for port in ("state", "velocity")
+    ]
+
+    def send_and_listen(pairs: int = 5) -> None:
+        for _ in range(pairs):
+            for publisher, size in zip(inputs, (6, 3), strict=True):
+                values = array.array("f", torch.randn(size).tolist())
+                publisher.publish(Float32MultiArray(data=values))
+            probe.spin_for(0.1)
+
+    states = ros2_lifecycle(domain_id, nodes)
+    case.assertEqual([state.split()[0] for state in states], ["unconfigured"] * len(nodes))
+    send_and_listen()
+    case.assertEqual({t: len(m) for t, m in published.items()}, dict.fromkeys(OUTPUTS, 0))
+    case.assertEqual(statuses, {}, "a node published its status before configure")
+
+    # (each `set` checks "Transitioning successful"; the states from then on are read from
+    # the nodes' status records: a `get` costs seconds of discovery)
+    ros2_lifecycle(domain_id, nodes, "configure")
+    probe.wait_ready(NAMESPACE, NODES, timeout_s=30)  # configured: status "ready"
+    for publisher in inputs:
+        probe.wait_matched(publisher)  # the nodes subscribe once configured
+    send_and_listen()
+    case.assertEqual({t: len(m) for t, m in published.items()}, dict.fromkeys(OUTPUTS, 0))
+    case.assertEqual({statuses[n].get("lifecycle") for n in NODES}, {"inactive"})
+
+    ros2_lifecycle(domain_id, nodes, "activate")
+    return statuses
 
 
 @launch_testing.post_shutdown_test()

@@ -57,7 +57,7 @@ from leapp_ros.run.processes import load_plan
 from leapp_ros.testing import Probe, reserve_domain_id, ros_env
 from leapp_ros.tools.inspection import STATUS_MESSAGE_TYPE, topic_list
 
-pytestmark = [pytest.mark.ros, pytest.mark.launch_stack, pytest.mark.slow]
+pytestmark = [pytest.mark.ros, pytest.mark.launch, pytest.mark.slow]
 
 NAMESPACE = "/torch_pipeline"
 NODES = ("preprocess", "policy")

@@ -5,11 +5,13 @@ Export the seed pipeline; copy this repository (the leapp_ros package) into ``ws
 ``colcon build``, ``source install/setup.bash``; ``ros2 run leapp_ros leapp-ros generate`` the
 export's package into ``ws/src``, ``colcon build`` and source again; then:
 ``colcon test`` of the generated package (its launch_testing test replays the traced examples
-over real topics) and of leapp_ros (a fast subset, see LEAPP_ROS_COLCON_SUBSET), ``ros2 launch``
-of the generated launch file (also with ``autostart:=false``, brought up with ``ros2
-lifecycle set ... configure`` and ``activate``) and of ``leapp_ros pipeline.launch.py ...
-composed:=true``, each answered by a client over real topics like eager PyTorch, and SIGINT to
-``ros2 launch`` stopping every node cleanly.
+and random ticks over real topics, under each launch file) and of leapp_ros (a fast subset, see
+LEAPP_ROS_COLCON_SUBSET), each with nothing skipped (``colcon test-result`` counts a skip as no
+failure: here a skip fails); ``ros2 launch`` of the generated launch file (also with
+``autostart:=false``, brought up with ``ros2 lifecycle set ... configure`` and ``activate``) and
+of ``leapp_ros pipeline.launch.py ... composed:=true``, each answering a client over real topics
+with the actions eager PyTorch computes (examples/torch_pipeline.py's functions, traced in this
+process), and SIGINT to ``ros2 launch`` stopping every node cleanly.
 
 Needs colcon, ros2cli and the launch stack (a ROS 2 install, or ``scripts/setup.sh`` with
 ``../shared/ros2-launch`` present); skipped with that reason elsewhere. Every process runs in a
@@ -28,6 +30,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -39,19 +42,21 @@ pytest.importorskip(
 )
 
 import torch
+from support.ros import eager_seed
 from support.runner import REPO, Command, SeedIO, pid_alive, wait_until
 
 sys.path.insert(0, str(REPO / "bench"))
 from graph_client import descendants  # the processes a command started
 
-import leapp
 from leapp_ros.testing import Probe, claim_domain_id, ros_env
 
-pytestmark = [pytest.mark.ros, pytest.mark.launch_stack, pytest.mark.slow]
+pytestmark = [pytest.mark.ros, pytest.mark.launch, pytest.mark.slow]
 
 PACKAGE = "torch_pipeline_ros"
 NAMESPACE = "/torch_pipeline"
 NODES = ("preprocess", "policy")
+LAUNCH_FILES = ("torch_pipeline.launch.py", "torch_pipeline_composed.launch.py",
+                "torch_pipeline_fused.launch.py")  # fmt: skip
 BIN = Path(sys.executable).parent
 # What `colcon test --packages-select leapp_ros` runs here: the whole suite takes minutes and
 # runs in CI anyway, so this checks that colcon finds and runs leapp_ros's pytest tests.
@@ -108,11 +113,13 @@ def domain_id():
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory, domain_id):
-    """The built workspace: ``(root, export, env after source install/setup.bash)``."""
+    """The built workspace: ``(root, seed, env after source install/setup.bash)``; ``seed``
+    is the seed export (``seed.path``) and the eager functions it was traced from."""
     from support.ros import export_seed
 
     root = tmp_path_factory.mktemp("ws")
-    export = export_seed(tmp_path_factory.mktemp("export")).path
+    seed = export_seed(tmp_path_factory.mktemp("export"))
+    export = seed.path
     env = ros_env(domain_id)
     shutil.copytree(REPO, root / "src" / "leapp_ros", ignore=_NOT_SOURCES, symlinks=True)
     run([tool("colcon"), "build"], env, root, 300)
@@ -120,11 +127,11 @@ def workspace(tmp_path_factory, domain_id):
     generate = ["ros2", "run", "leapp_ros", "leapp-ros", "generate", str(export), "--out", "src"]
     run([tool("ros2"), *generate[1:]], built, root, 120)
     run([tool("colcon"), "build"], built, root, 300)
-    return root, export, sourced(root / "install" / "setup.bash", built)
+    return root, seed, sourced(root / "install" / "setup.bash", built)
 
 
 def colcon_test(root: Path, env: dict[str, str], package: str, *pytest_args: str) -> str:
-    """``colcon test`` of ``package``, then ``colcon test-result --verbose``; its output."""
+    """``colcon test`` of ``package``, then ``colcon test-result --verbose``; their output."""
     argv = [tool("colcon"), "test", "--packages-select", package, "--return-code-on-test-failure"]
     if pytest_args:
         argv += ["--pytest-args", *pytest_args]
@@ -148,17 +155,33 @@ def test_colcon_build_installs_both_packages_with_their_executables_and_files(wo
 
 
 def count_tests(output: str) -> int:
-    """The test count of ``colcon test-result``'s summary; it must report no failure."""
-    summary = re.search(r"Summary: (\d+) tests?, (\d+) errors?, (\d+) failures?", output)
+    """The test count of ``colcon test-result``'s summary; it must report no error, no
+    failure and nothing skipped (colcon counts a skipped test as no failure: a test that did
+    not run, such as the whole launch test where launch_testing is missing, fails here)."""
+    summary = re.search(
+        r"Summary: (\d+) tests?, (\d+) errors?, (\d+) failures?, (\d+) skipped", output
+    )
     assert summary, f"no colcon test-result summary in:\n{output}"
-    total, errors, failures = map(int, summary.groups())
-    assert (errors, failures) == (0, 0), output
+    total, errors, failures, skipped = map(int, summary.groups())
+    assert (errors, failures, skipped) == (0, 0, 0), output
     return total
 
 
 def test_colcon_test_runs_the_generated_launch_test_and_it_passes(workspace):
+    """Under each launch file, both active tests of the generated launch_testing test ran and
+    passed. launch_testing's pytest plugin reports one item for all runs and counts a test
+    skipped inside it as passed, so its own unittest output (pytest -s) is read too: each run
+    says ``Ran 2 tests`` and ``OK``, never ``OK (skipped=N)``."""
     root, _, env = workspace
-    assert count_tests(colcon_test(root, env, PACKAGE)) >= 1
+    assert count_tests(colcon_test(root, env, PACKAGE, "-s")) == 1  # one launch_testing item
+    log = root / "log" / "latest_test" / PACKAGE / "stdout_stderr.log"  # pytest's output
+    output = log.read_text(errors="replace")
+    for launch_file in LAUNCH_FILES:
+        for test in ("every_planned_topic_exists_with_its_type",
+                     "every_published_tensor_matches_its_reference"):  # fmt: skip
+            assert f"test_{test}[{launch_file}] (" in output, output
+    assert len(re.findall(r"^Ran 2 tests in \S+\n\nOK$", output, re.MULTILINE)) == 3, output
+    assert "skipped=" not in output, output
 
 
 def test_colcon_test_runs_leapp_ros_pytest_tests_and_they_pass(workspace):
@@ -170,28 +193,27 @@ def test_colcon_test_runs_leapp_ros_pytest_tests_and_they_pass(workspace):
 def launch_and_answer(
     argv: list[str],
     env: dict[str, str],
-    export: Path,
+    seed: SimpleNamespace,
     domain_id: int,
     tmp: Path,
     bring_up: Callable[[], None] | None = None,
 ) -> None:
     """``ros2 launch ...`` with ``tmp`` as its temporary folder: every node ready (after
-    ``bring_up()``, given one), three actions equal to eager, then SIGINT stops ros2 launch
-    and every process it started with exit code 0, leaving no launch_params_* file in ``tmp``
-    (launch_ros never removes the YAML file it writes for a node's dict parameters)."""
-    pipeline = leapp.Pipeline.load(export)
+    ``bring_up()``, given one), three random state / velocity pairs each answered with the
+    action eager PyTorch computes, then SIGINT stops ros2 launch and every process it started
+    with exit code 0, leaving no launch_params_* file in ``tmp`` (launch_ros never removes the
+    YAML file it writes for a node's dict parameters)."""
     command = Command(argv, {**env, "TMPDIR": str(tmp)})
     probe = Probe(domain_id)
     try:
         if bring_up is not None:
             bring_up()
         probe.wait_ready(NAMESPACE, NODES, timeout_s=90, check=lambda: exited(command))
-        seed = SeedIO(probe, NAMESPACE)
+        io = SeedIO(probe, NAMESPACE)
         for _ in range(3):
             state, velocity = torch.randn(6) * 2, torch.randn(3)
-            inputs = {"preprocess/state": state, "preprocess/velocity": velocity}
-            expected = pipeline.step(inputs)["policy/action"]
-            torch.testing.assert_close(seed.step(state, velocity, expected, 20), expected)
+            _, expected = eager_seed(seed, state, velocity)
+            torch.testing.assert_close(io.step(state, velocity, expected, 20), expected)
         children = descendants(command.process.pid)
         assert children, command.output
         command.process.send_signal(signal.SIGINT)
@@ -214,9 +236,9 @@ def exited(command: Command) -> None:
 def test_ros2_launch_of_the_generated_package_answers_like_eager_and_stops_on_sigint(
     workspace, domain_id, tmp_path
 ):
-    _, export, env = workspace
+    _, seed, env = workspace
     argv = [tool("ros2"), "launch", PACKAGE, "torch_pipeline.launch.py"]
-    launch_and_answer(argv, env, export, domain_id, tmp_path)
+    launch_and_answer(argv, env, seed, domain_id, tmp_path)
 
 
 def ros2_lifecycle(env: dict[str, str], node: str, *transition: str) -> str:
@@ -239,7 +261,7 @@ def ros2_lifecycle(env: dict[str, str], node: str, *transition: str) -> str:
 def test_ros2_launch_of_the_generated_package_with_autostart_false_waits_for_ros2_lifecycle(
     workspace, domain_id, tmp_path
 ):
-    _, export, env = workspace
+    _, seed, env = workspace
     argv = [tool("ros2"), "launch", PACKAGE, "torch_pipeline.launch.py", "autostart:=false"]
     nodes = [f"{NAMESPACE}/{node}" for node in NODES]
 
@@ -251,12 +273,12 @@ def test_ros2_launch_of_the_generated_package_with_autostart_false_waits_for_ros
             for transition in ("configure", "activate"):  # each checks "Transitioning successful"
                 list(pool.map(lambda node, t=transition: ros2_lifecycle(env, node, t), nodes))
 
-    launch_and_answer(argv, env, export, domain_id, tmp_path, bring_up)
+    launch_and_answer(argv, env, seed, domain_id, tmp_path, bring_up)
 
 
 def test_ros2_launch_pipeline_composed_answers_like_eager_and_stops_on_sigint(
     workspace, domain_id, tmp_path
 ):
-    _, export, env = workspace
-    argv = [tool("ros2"), "launch", "leapp_ros", "pipeline.launch.py", f"pipeline:={export}"]
-    launch_and_answer([*argv, "composed:=true"], env, export, domain_id, tmp_path)
+    _, seed, env = workspace
+    argv = [tool("ros2"), "launch", "leapp_ros", "pipeline.launch.py", f"pipeline:={seed.path}"]
+    launch_and_answer([*argv, "composed:=true"], env, seed, domain_id, tmp_path)

@@ -127,7 +127,7 @@ def test_launch_file_compiles(tmp_path):
     py_compile.compile(str(LAUNCH_FILE), cfile=str(tmp_path / "launch.pyc"), doraise=True)
 
 
-@pytest.mark.launch_stack
+@pytest.mark.launch
 def test_launch_file_describes_the_pipeline_when_launch_is_installed():
     # launch.actions, not launch: the repository's own launch/ folder imports as "launch"
     pytest.importorskip("launch.actions", reason="ROS 2 launch is not installed (pip-only ROS)")

@@ -1,7 +1,10 @@
-"""``leapp-ros verify``: replays the recorded examples through the live graph (one process per
-node and composed) and passes on faithful exports, fails before starting anything on a damaged
-model file, reports the topics and differences of swapped models, refuses timer-fired
-pipelines, and finds the export inside a generated package or an install prefix."""
+"""``leapp-ros verify``: replays the recorded examples (eager PyTorch's outputs while tracing),
+then seeded random ticks within their range (against leapp.Pipeline), through the live graph
+(one process per node and composed) and passes on faithful exports; fails naming the topic
+when the graph runs a perturbed weight matrix the seed's all-zero example cannot see; fails
+before starting anything on a damaged model file; reports the topics and differences of
+swapped models; refuses timer-fired pipelines; and finds the export inside a generated package
+or an install prefix."""
 
 from __future__ import annotations
 
@@ -13,15 +16,23 @@ from pathlib import Path
 import pytest
 import torch
 from support.commands import rows, trace, verify
+from support.ros import eager_seed
+from support.weights import export_perturbed_seed, fix_checksums, swap_artifact
 
 from leapp import annotate
 from leapp import spec as spec_file
 from leapp_ros.testing import GraphUnderTest
+from leapp_ros.tools.reference import make_reference
 from leapp_ros.tools.verification import find_export
 
 pytestmark = pytest.mark.ros
 
 MODES = {"processes": [], "composed": ["--composed"]}
+RANDOM_TICKS = 20  # verify's default, after the recorded examples
+SEED_REFERENCE = (
+    "the recorded examples (1 tick(s), eager PyTorch while tracing), then leapp.Pipeline on "
+    "20 random ticks within their range (seed 0)"
+)
 
 torch.manual_seed(5)
 ENCODER = torch.nn.Sequential(torch.nn.Linear(7, 16), torch.nn.ReLU(), torch.nn.LayerNorm(16))
@@ -65,22 +76,73 @@ def three(tmp_path_factory) -> Path:
 def test_verify_passes_on_the_seed_export(seed, mode, capsys):
     code, out, _ = verify(capsys, seed.path, *MODES[mode])
     assert code == 0, out
+    assert "21 of 21 samples replayed on /torch_pipeline" in out
     assert {topic: row[0::2] for topic, row in rows(out).items()} == {
-        "/torch_pipeline/preprocess/obs": ["1/1", "pass"],
-        "/torch_pipeline/policy/action": ["1/1", "pass"],
+        "/torch_pipeline/preprocess/obs": ["21/21", "pass"],
+        "/torch_pipeline/policy/action": ["21/21", "pass"],
     }
-    assert out.rstrip().endswith(
-        "verify passed: every published tensor matches the recorded examples"
-    )
+    assert out.rstrip().endswith(f"verify passed: every published tensor matches {SEED_REFERENCE}")
+
+
+def test_the_random_ticks_after_the_examples_lie_within_their_range_and_follow_eager(seed, three):
+    """Each random element lies between the smallest and largest value the examples show
+    (the seed's all-zero example: within 1 of 0), and leapp.Pipeline's outputs for them are
+    eager PyTorch's: the reference the random ticks stand on."""
+    reference = make_reference(spec_file.load(three), seed=4)
+    assert (len(reference.ticks), reference.recorded) == (3 + RANDOM_TICKS, 3)
+    for key in ("encode/state", "encode/command"):
+        shown = torch.stack([tick.inputs[key] for tick in reference.ticks[:3]])
+        drawn = torch.stack([tick.inputs[key] for tick in reference.ticks[3:]])
+        assert (drawn >= shown.amin(0)).all() and (drawn <= shown.amax(0)).all(), key
+        assert len(drawn.unique(dim=0)) == RANDOM_TICKS, key
+    reference = make_reference(spec_file.load(seed.path), seed=4)
+    for tick in reference.ticks[1:]:
+        state, velocity = tick.inputs["preprocess/state"], tick.inputs["preprocess/velocity"]
+        assert state.abs().max() <= 1 and state.abs().min() > 0
+        obs, action = eager_seed(seed, state, velocity)
+        torch.testing.assert_close(tick.outputs["preprocess/obs"], obs, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(tick.outputs["policy/action"], action, rtol=1e-5, atol=1e-5)
+
+
+def test_verify_fails_naming_the_topic_when_the_graph_runs_a_perturbed_weight_matrix(
+    seed, tmp_path, capsys, monkeypatch
+):
+    """The seed's one recorded example is all zero: the policy answers tanh(bias), whatever
+    its weight matrix holds. A graph whose policy has a perturbed weight matrix and the same
+    bias passes that example and fails every random tick. The reference runs the export's own
+    artifacts, so the graph gets the other policy (a stale model file, its checksum fixed)
+    once the reference is computed."""
+    other = export_perturbed_seed(tmp_path / "other", seed).path
+    export = Path(shutil.copytree(seed.path, tmp_path / "torch_pipeline"))
+    start = GraphUnderTest.start
+
+    def start_on_the_other_policy(graph):
+        swap_artifact(export, other, "policy.onnx")
+        return start(graph)
+
+    monkeypatch.setattr(GraphUnderTest, "start", start_on_the_other_policy)
+    code, out, _ = verify(capsys, export)
+    assert code == 1, out
+    assert {topic: row[0::2] for topic, row in rows(out).items()} == {
+        "/torch_pipeline/preprocess/obs": ["21/21", "pass"],
+        "/torch_pipeline/policy/action": ["21/21", "FAIL"],
+    }
+    assert "verify FAILED: 1 of 2 topics failed" in out
+    # the recorded example (sample 0) passes; every random tick fails
+    assert re.search(
+        r"/torch_pipeline/policy/action: sample 1 \(random tick 0\): \d of 6 values beyond "
+        r"tolerance \(largest difference [0-9.e-]+\); 19 more sample\(s\) differ",
+        out,
+    ), out
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_verify_passes_on_three_nodes_with_fan_out_and_mixed_backends(three, mode, capsys):
     code, out, _ = verify(capsys, three, *MODES[mode])
     assert code == 0, out
-    assert "3 of 3 samples replayed on /three_nodes" in out
+    assert "23 of 23 samples replayed on /three_nodes" in out
     assert {topic: row[0::2] for topic, row in rows(out).items()} == {
-        f"/three_nodes/{key}": ["3/3", "pass"]
+        f"/three_nodes/{key}": ["23/23", "pass"]
         for key in ("encode/features", "act/action", "monitor/energy", "monitor/peak")
     }
 
@@ -104,6 +166,8 @@ def test_verify_with_a_corrupted_model_file_fails_before_starting_and_names_it(
 
 
 def test_verify_reports_the_topics_and_differences_of_swapped_models(tmp_path, capsys):
+    """Model files swapped inside the export (checksums fixed): leapp.Pipeline runs them too,
+    so the random ticks pass; the recorded examples, eager PyTorch's outputs, catch it."""
     xs: list[torch.Tensor] = []
 
     def run():
@@ -115,13 +179,7 @@ def test_verify_reports_the_topics_and_differences_of_swapped_models(tmp_path, c
     first_bytes, second_bytes = first.read_bytes(), second.read_bytes()
     first.write_bytes(second_bytes)
     second.write_bytes(first_bytes)
-    spec = spec_file.load(export, verify_checksums=False)
-    models = []
-    for model in spec.models:
-        md5, sha256 = spec_file.file_checksums(export / model.parameters.model_path)
-        parameters = replace(model.parameters, md5sum=md5, sha256sum=sha256)
-        models.append(replace(model, parameters=parameters))
-    spec_file.dump(replace(spec, models=tuple(models)), spec.path)
+    fix_checksums(export)
 
     code, out, _ = verify(capsys, export)
 
@@ -131,15 +189,18 @@ def test_verify_reports_the_topics_and_differences_of_swapped_models(tmp_path, c
         z_diff = max((FIRST(SECOND(x)) - SECOND(FIRST(x))).abs().max().item() for x in xs)
     table = rows(out)
     assert {topic: [row[0], row[2]] for topic, row in table.items()} == {
-        "/swap/first/y": ["3/3", "FAIL"],
-        "/swap/second/z": ["3/3", "FAIL"],
+        "/swap/first/y": ["23/23", "FAIL"],
+        "/swap/second/z": ["23/23", "FAIL"],
     }
     assert float(table["/swap/first/y"][1]) == pytest.approx(y_diff, rel=1e-2)
     assert float(table["/swap/second/z"][1]) == pytest.approx(z_diff, rel=1e-2)
     assert "verify FAILED: 2 of 2 topics failed" in out
     assert re.search(
-        r"/swap/first/y: sample 0: \d of 4 values beyond tolerance \(largest difference", out
-    )
+        r"/swap/first/y: sample 0 \(recorded example 0\): \d of 4 values beyond tolerance "
+        r"\(largest difference [0-9.e-]+\); 2 more sample\(s\) differ$",
+        out,
+        re.MULTILINE,
+    ), out
 
 
 def test_verify_refuses_a_pipeline_whose_node_runs_on_a_timer(tmp_path, capsys):

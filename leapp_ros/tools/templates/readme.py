@@ -35,7 +35,7 @@ def readme_md(info: PackageInfo) -> str:
         (f"launch/{info.launch_file}", "one process per node (leapp_node)"),
         (f"launch/{info.composed_launch_file}", "all nodes as components of a leapp_container"),
         (f"launch/{info.fused_launch_file}", "one leapp_fused node running every node per tick"),
-        (f"test/{info.test_file}", "launch_testing test replaying the traced examples"),
+        (f"test/{info.test_file}", "launch_testing test: traced examples, random ticks"),
         (".leapp_generated.json", "hashes of the generated files (see Regenerating)"),
     ]
     colcon = [
@@ -131,8 +131,12 @@ publishes nothing until it is active; `deactivate` publishes its safe action onc
     ros2 lifecycle set @NAMESPACE@/<node> configure   # loads the model: inactive
     ros2 lifecycle set @NAMESPACE@/<node> activate    # commands from the next inputs
 
-Test it (the test starts the graph, replays the values recorded while tracing over the topics
-and compares every published tensor; it needs launch_testing and pytest < 9):
+Test it (it needs launch_testing and pytest < 9). The test starts the graph and compares every
+published tensor, tick by tick: first with the values recorded while tracing (what eager
+PyTorch, your training code, computed on the traced inputs), then with leapp.Pipeline, run in
+the test on 20 seeded random ticks drawn within the range of the traced inputs (inputs that
+reach every weight, which the traced ones may not: an all-zero input shows a layer's bias
+only). An export without recorded examples gets the random ticks alone:
 
     colcon test --packages-select @PACKAGE@ --event-handlers console_direct+
     colcon test-result --verbose
