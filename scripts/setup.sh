@@ -27,12 +27,38 @@
 # A stamp file in .venv records a hash of everything the steps above depend on; when it matches,
 # nothing is reinstalled. LEAPP_SETUP_FORCE=1 reinstalls anyway. LEAPP_PYTHON picks the Python
 # used to create .venv (default python3).
+#
+# LEAPP_ROS_DISTRO picks the ROS 2 distribution of the wheels: kilted (the default: .venv with
+# requirements-ros.txt) or another one with its own requirements file, e.g. jazzy (.venv-jazzy
+# with requirements-ros-jazzy.txt; CI's second lane):
+#
+#   LEAPP_ROS_DISTRO=jazzy bash scripts/setup.sh      LEAPP_ROS_DISTRO=jazzy . scripts/setup.sh
+
+# The venv folder and ROS requirements file of distribution $1 (kilted when empty), one a line,
+# relative to the repository root; fails, saying which distributions exist, for another name.
+leapp_setup_layout() {
+    local distro="${1:-kilted}" known
+    if [[ "$distro" == kilted ]]; then
+        printf '%s\n' .venv requirements-ros.txt
+        return 0
+    fi
+    if [[ "$distro" =~ ^[a-z]+$ && -f "$LEAPP_ROOT/requirements-ros-$distro.txt" ]]; then
+        printf '%s\n' ".venv-$distro" "requirements-ros-$distro.txt"
+        return 0
+    fi
+    known="$(cd "$LEAPP_ROOT" && ls requirements-ros-*.txt 2>/dev/null |
+        sed -e 's/^requirements-ros-//' -e 's/\.txt$//' | tr '\n' ' ')"
+    echo "setup: no ROS 2 distribution '$distro' (LEAPP_ROS_DISTRO): kilted ${known}" >&2
+    return 1
+}
 
 leapp_setup_install() {
     set -euo pipefail
-    local root venv py stamp key launch_stack
+    local root venv py stamp key launch_stack layout ros_requirements
     root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-    venv="$root/.venv"
+    layout="$(LEAPP_ROOT="$root" leapp_setup_layout "${LEAPP_ROS_DISTRO:-}")"
+    venv="$root/$(sed -n 1p <<<"$layout")"
+    ros_requirements="$(sed -n 2p <<<"$layout")"
     py="$venv/bin/python"
     stamp="$venv/.leapp_setup_stamp"
     launch_stack="${LEAPP_ROS2_LAUNCH:-$root/../shared/ros2-launch}"
@@ -49,7 +75,7 @@ leapp_setup_install() {
     key="$(
         cd "$root"
         "$py" -c 'import sys; print(sys.version)'
-        cat requirements.txt requirements-ros.txt requirements-dev.txt setup.py setup.cfg \
+        cat requirements.txt "$ros_requirements" requirements-dev.txt setup.py setup.cfg \
             package.xml scripts/setup.sh scripts/ros_prefix.py
         find launch config -maxdepth 1 \( -name '*.py' -o -name '*.yaml' \) 2>/dev/null | sort
         find leapp leapp_ros -name __init__.py 2>/dev/null | sort
@@ -65,7 +91,7 @@ leapp_setup_install() {
     cd "$root"
     # setuptools < 80: colcon-core (the launch stack's colcon) requires it.
     leapp_setup_pip install --upgrade pip 'setuptools>=70.1,<80'
-    leapp_setup_pip install -r requirements.txt -r requirements-ros.txt -r requirements-dev.txt
+    leapp_setup_pip install -r requirements.txt -r "$ros_requirements" -r requirements-dev.txt
     # Dependencies are in place already; no build isolation keeps this offline and fast. The
     # warning filter drops setuptools' generic notice about editable installs.
     PYTHONWARNINGS="ignore:Editable installation" \
@@ -85,6 +111,19 @@ leapp_setup_pip() {
     "$py" -m pip -q "$@" 2>&1 | { grep -v -E "^WARNING: Location '[^']*' is ignored" || true; }
 }
 
+# $2, a colon-separated list of folders, without those inside the venvs of the repository at $1
+# (.venv, .venv-<distribution>, .venv-nvidia).
+leapp_setup_drop_venvs() {
+    local entry kept=() IFS=:
+    for entry in $2; do
+        case "$entry" in
+            "$1/.venv" | "$1/.venv/"* | "$1/.venv-"*) ;;
+            *) kept+=("$entry") ;;
+        esac
+    done
+    printf '%s' "${kept[*]}"
+}
+
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
     leapp_setup_install
 else
@@ -92,16 +131,16 @@ else
     if bash "${BASH_SOURCE[0]}"; then
         LEAPP_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
         export LEAPP_ROOT
-        export VIRTUAL_ENV="$LEAPP_ROOT/.venv"
-        case "$PATH:" in
-            "$VIRTUAL_ENV/bin:"*) ;;
-            *) export PATH="$VIRTUAL_ENV/bin:$PATH" ;;
-        esac
+        VIRTUAL_ENV="$LEAPP_ROOT/$(leapp_setup_layout "${LEAPP_ROS_DISTRO:-}" | sed -n 1p)"
+        export VIRTUAL_ENV
+        # Another venv of this repository used in this shell before (another distribution) is
+        # dropped from both paths, so its executables and ament prefix cannot come first.
+        PATH="$VIRTUAL_ENV/bin:$(leapp_setup_drop_venvs "$LEAPP_ROOT" "$PATH")"
+        export PATH
         # leapp_ros also does this when imported; exporting it helps tools that do not import it.
-        case ":${AMENT_PREFIX_PATH:-}:" in
-            *":$VIRTUAL_ENV:"*) ;;
-            *) export AMENT_PREFIX_PATH="${AMENT_PREFIX_PATH:+$AMENT_PREFIX_PATH:}$VIRTUAL_ENV" ;;
-        esac
+        AMENT_PREFIX_PATH="$(leapp_setup_drop_venvs "$LEAPP_ROOT" "${AMENT_PREFIX_PATH:-}")"
+        AMENT_PREFIX_PATH="${AMENT_PREFIX_PATH:+$AMENT_PREFIX_PATH:}$VIRTUAL_ENV"
+        export AMENT_PREFIX_PATH
         # Never let DDS discovery leave this machine; keep each run in a domain of its own,
         # outside the ids the tests reserve (leapp_ros.testing.probe.SHELL_DOMAIN_IDS).
         export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST

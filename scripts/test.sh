@@ -3,8 +3,34 @@
 # pytest (e.g. `bash scripts/test.sh -k spec -x`). Sets up .venv first if needed (see setup.sh),
 # with ROS discovery limited to this machine and a ROS_DOMAIN_ID of this run's own, and NVIDIA's
 # leapp 0.7.2 in .venv-nvidia where PyPI is reachable (scripts/nvidia_leapp.sh).
+#
+#   bash scripts/test.sh --lane jazzy [pytest arguments]
+#
+# runs CI's second lane instead: the ROS-facing tests (JAZZY_TESTS below: nodes, robot
+# operations, simulator, bags, the CLI) on ROS 2 Jazzy's wheels in .venv-jazzy
+# (LEAPP_ROS_DISTRO=jazzy for setup.sh), with LEAPP_TEST_LANE=jazzy, which names the lane for
+# test/support/skips.py. It does not lint: the code is the same in every lane.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+JAZZY_TESTS=(test/ros test/operations test/sim test/bags test/tools)
+
+lane=main
+if [[ "${1:-}" == --lane ]]; then
+    lane="${2:?usage: test.sh --lane jazzy [pytest arguments]}"
+    shift 2
+fi
+case "$lane" in
+    main) tests=(test) ;;
+    jazzy) tests=("${JAZZY_TESTS[@]}") ;;
+    *)
+        echo "test: no lane '$lane' (main, jazzy)" >&2
+        exit 2
+        ;;
+esac
+if [[ "$lane" != main ]]; then
+    export LEAPP_ROS_DISTRO="$lane" LEAPP_TEST_LANE="$lane"
+fi
 # shellcheck source=scripts/setup.sh
 . scripts/setup.sh
 
@@ -18,7 +44,10 @@ if [[ -z "${LEAPP_NVIDIA_PYTHON:-}" ]]; then
     fi
 fi
 
-echo "test: ROS_DOMAIN_ID=$ROS_DOMAIN_ID ROS_AUTOMATIC_DISCOVERY_RANGE=$ROS_AUTOMATIC_DISCOVERY_RANGE"
-ruff check .
-ruff format --check .
-python -m pytest test -q --durations=15 "$@"
+echo "test: lane $lane, $VIRTUAL_ENV, ROS_DOMAIN_ID=$ROS_DOMAIN_ID" \
+    "ROS_AUTOMATIC_DISCOVERY_RANGE=$ROS_AUTOMATIC_DISCOVERY_RANGE"
+if [[ "$lane" == main ]]; then
+    ruff check .
+    ruff format --check .
+fi
+python -m pytest "${tests[@]}" -q --durations=15 "$@"

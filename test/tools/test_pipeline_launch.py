@@ -51,6 +51,7 @@ from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch_ros.event_handlers import OnStateTransition
 from launch_ros.events.lifecycle import ChangeState
 from lifecycle_msgs.msg import Transition
+from support.composition import composition_skip_reason
 from support.ros import Probe, eager_seed, export_seed
 from support.runner import SeedIO, claim_domain_id, ros_env
 
@@ -82,8 +83,17 @@ MODES = {  # launch arguments of the three deployment shapes
 AUTOSTART = "autostart"  # the default: every node configures and activates itself
 ROS2_LIFECYCLE = "ros2 lifecycle"  # autostart:=false, then the ros2 CLI, in the test
 LAUNCH_EVENTS = "launch events"  # autostart:=false, then launch's lifecycle events
+# The composed runs load their nodes with composition_interfaces requests: where those cannot
+# be serialized here (support/composition.py), they are left out (pytest sees this module as
+# one item), and test/ros/test_component_container.py's round-trip test skips, saying why.
+COMPOSITION_WORKS = composition_skip_reason() is None
 RUNS = [
-    *((mode, start) for start in (AUTOSTART, ROS2_LIFECYCLE) for mode in MODES),
+    *(
+        (mode, start)
+        for start in (AUTOSTART, ROS2_LIFECYCLE)
+        for mode in MODES
+        if mode != "composed" or COMPOSITION_WORKS
+    ),
     ("processes", LAUNCH_EVENTS),  # LifecycleNode actions: one process per node (and fused)
 ]
 OUTPUTS = ("preprocess/obs", "policy/action")  # every output topic of the seed

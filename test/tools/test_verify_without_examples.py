@@ -22,6 +22,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 from support.commands import rows, trace, verify
+from support.composition import skip_unless_composition_works
 from support.recurrent import feedback_loop
 from support.robot import export_robot
 from support.ros import eager_seed
@@ -267,6 +268,7 @@ def test_generated_launch_test_compares_random_inputs_with_leapp_pipeline(bare_s
         reason="the ROS 2 launch stack is not installed (launch_testing): use a ROS 2 install, "
         "or run scripts/setup.sh with ../shared/ros2-launch present",
     )
+    skip_unless_composition_works()  # the generated test launches the composed launch file too
     from leapp_ros.tools.generate import generate_package
 
     package = generate_package(bare_seed, tmp_path / "src").path
