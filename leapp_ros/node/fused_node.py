@@ -29,7 +29,8 @@ Semantics, as in the other modes:
   and counted; a node whose model fails, or whose results hold NaN/inf, publishes nothing this
   tick, and the nodes it feeds do not run; the node keeps running.
 - status: one record per pipeline node on ``_leapp/status``, exactly as a ``leapp_node`` has
-  it, plus ``"fused": "<this node's full name>"``; the log says ``leapp node '<node>' ready``
+  it, plus ``"fused": "<this node's full name>"`` and ``"ticks"`` (the ticks run so far: the
+  records of one publication carry the same number); the log says ``leapp node '<node>' ready``
   for each, so supervisors and test harnesses treat the process like a container of them.
 
 Parameters: those of :mod:`leapp_ros.plan.settings` (``pipeline_node`` excepted), applied to the
@@ -319,7 +320,7 @@ class FusedPipelineNode(PipelineNode):
             self._status_record(stage, stage.publishers, stage.input_counts, state)
             for stage in self._stages
         ]
-        return [{**record, "fused": fused} for record in records]
+        return [{**record, "fused": fused, "ticks": self._ticks} for record in records]
 
     def _status_records(self, state: str) -> list[dict[str, Any]]:
         return self.statuses(state)

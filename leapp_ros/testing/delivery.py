@@ -38,6 +38,7 @@ def connection_gaps(
     statuses: Statuses,
     publishers: Iterable[tuple[str, int]] = (),
     subscriptions: Iterable[tuple[str, int]] = (),
+    discovered: Mapping[str, tuple[int, int]] | None = None,
 ) -> list[str]:
     """Every endpoint not yet matched with every endpoint of the other side of its topic.
 
@@ -47,6 +48,11 @@ def connection_gaps(
             each input topic).
         publishers: the test's own publishers: ``(topic, subscriptions it matched)`` each.
         subscriptions: the test's own subscriptions: ``(topic, publishers it matched)`` each.
+        discovered: ``(publishers, subscriptions)`` on each topic as the test's participant
+            discovered them (rclpy ``count_publishers`` / ``count_subscribers``), when more
+            than the records name: an endpoint of a killed process stays matched until its
+            lease ends (about 20 s), and a count that includes it would pass before the
+            endpoint that replaced it matched, so an endpoint must match all of them.
 
     Returns:
         one line per endpoint still short of a match, e.g. ``/ns/policy/obs: node 'policy'
@@ -64,10 +70,13 @@ def connection_gaps(
             writers[topic] = writers.get(topic, 0) + 1
         for topic in record.get("publishers", {}):
             readers[topic] = readers.get(topic, 0) + 1
+    for topic, (seen_writers, seen_readers) in (discovered or {}).items():
+        writers[topic] = max(writers.get(topic, 0), seen_writers)
+        readers[topic] = max(readers.get(topic, 0), seen_readers)
     gaps = []
     for node, record in sorted(statuses.items()):
         for topic, count in record.get("publishers", {}).items():
-            if count < writers[topic]:
+            if count < writers.get(topic, 0):
                 gaps.append(
                     f"{topic}: node {node!r} matched {count} of {writers[topic]} publishers"
                 )
@@ -94,6 +103,10 @@ def receipt_gaps(statuses: Statuses, sent: Mapping[str, int]) -> list[str]:
     inputs caused (a node fires inside the callback that takes its last input), so the
     producers' runs its consumers must have taken are complete too.
 
+    The records of one fused node come one per pipeline node; those must be of one
+    publication (the same ``ticks``), or a record of a node without inputs of its own could
+    be older than the rest.
+
     Returns:
         one line per topic short of messages, e.g. ``/ns/policy/obs: node 'policy' took 2 of
         3 messages``; empty when every message sent so far has been taken.
@@ -107,4 +120,10 @@ def receipt_gaps(statuses: Statuses, sent: Mapping[str, int]) -> list[str]:
         for topic, taken in record.get("received_on", {}).items():
             if taken < feeds.get(topic, 0):
                 gaps.append(f"{topic}: node {node!r} took {taken} of {feeds[topic]} messages")
+    ticks: dict[str, set[int]] = {}
+    for record in statuses.values():
+        if "fused" in record:
+            ticks.setdefault(record["fused"], set()).add(record.get("ticks", 0))
+    gaps += [f"{fused}: records of ticks {sorted(seen)}" for fused, seen in ticks.items()
+             if len(seen) > 1]  # fmt: skip
     return gaps

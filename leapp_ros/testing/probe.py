@@ -208,14 +208,20 @@ class Probe:
 
     def connection_gaps(self, namespace: str) -> list[str]:
         """Every hop between the nodes under ``namespace`` (their latest status records) and
-        this probe's publishers and inboxes not yet matched both ways
+        this probe's publishers and inboxes not yet matched both ways, with every endpoint
+        this probe has discovered on those topics
         (:func:`~leapp_ros.testing.delivery.connection_gaps`)."""
         from leapp_ros.testing.delivery import connection_gaps
 
+        statuses = self.watch_status(namespace)
+        topics = {t for s in statuses.values() for key in ("publishers", "subscribers")
+                  for t in s.get(key, {})}  # fmt: skip
+        node = self.node
         return connection_gaps(
-            self.watch_status(namespace),
-            [(p.topic_name, p.get_subscription_count()) for p in self.node.publishers],
+            statuses,
+            [(p.topic_name, p.get_subscription_count()) for p in node.publishers],
             [(inbox.topic, inbox.matched()) for inbox in self.inboxes],
+            {t: (node.count_publishers(t), node.count_subscribers(t)) for t in topics},
         )
 
     def spin_for(self, seconds: float) -> None:

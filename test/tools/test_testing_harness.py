@@ -116,6 +116,30 @@ def test_a_message_is_taken_once_the_status_counts_it_on_its_topic():
     ]
 
 
+def test_the_records_of_a_fused_node_count_only_when_they_are_of_one_tick():
+    fused = {"fused": "/torch_pipeline/leapp_fused"}
+    records = {
+        "preprocess": {**fused, "ticks": 3, "runs": 3, "received_on": {STATE: 3, VELOCITY: 3}},
+        "policy": {**fused, "ticks": 2, "runs": 2, "received_on": {}},
+    }
+    assert receipt_gaps(records, {STATE: 3, VELOCITY: 3}) == [
+        "/torch_pipeline/leapp_fused: records of ticks [2, 3]"
+    ]
+    records["policy"].update(ticks=3, runs=3)
+    assert receipt_gaps(records, {STATE: 3, VELOCITY: 3}) == []
+
+
+def test_an_endpoint_must_match_every_endpoint_discovered_on_its_topic():
+    # a killed policy's subscription stays discovered (and matched) until its lease ends: the
+    # restarted policy's counts only once preprocess matched it too, beside the dead one
+    records = seed_records(obs_readers=2)
+    discovered = {OBS: (1, 3)}  # the probe, the restarted policy, the dead one
+    assert connection_gaps(records, discovered=discovered) == [
+        f"{OBS}: node 'preprocess' matched 2 of 3 subscriptions"
+    ]
+    assert connection_gaps(seed_records(obs_readers=3), discovered=discovered) == []
+
+
 # --- the seed pipeline, in every mode ----------------------------------------------------------
 
 
