@@ -17,6 +17,12 @@ must not lose an input, nor have one used twice:
 
 Nothing is ever sent twice, so a node with recurrent state or feedback steps once per input,
 as in the eager loop. A message lost nonetheless shows as a timeout naming the counters.
+
+Counts only grow while a graph starts, so a record that is not the newest only asks for more
+waiting. Once an endpoint has left (a node stopped or killed) a record can still count it: a
+killed node's endpoints stay matched until their lease ends (about 20 s with Fast DDS), and
+its peers' last records say so until they send newer ones. A test that restarts a node waits
+until the endpoints it had are gone before it counts on matches again.
 """
 
 from __future__ import annotations
