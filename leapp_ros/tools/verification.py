@@ -30,7 +30,8 @@ generate`` (its ``export/`` folder), or an install prefix holding one
      distribution, integers in 0..4, bools), run through :class:`leapp.Pipeline`;
 
 4. starts the graph with :class:`~leapp_ros.testing.GraphUnderTest` (isolated domain,
-   localhost discovery, reliable test traffic) and, tick by tick from the first one, publishes
+   localhost discovery, the nodes' deployed QoS with every hop matched both ways before the
+   first tick) and, tick by tick from the first one, publishes each input once
    the external inputs (as the robot message a port is bound to, where it is) and waits for
    every output topic, so recurrent state and feedback evolve exactly as in the reference
    (leapp.Pipeline carries its feedback values from tick to tick the same way);
