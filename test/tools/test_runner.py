@@ -207,7 +207,7 @@ def test_processes_get_sigterm_when_the_runner_is_killed(fake_env, commands):
         graph = RunningGraph([plan]).start()
         graph.wait_ready(10)
         print("child", graph.pids["a"], flush=True)
-        time.sleep(60)
+        time.sleep(60)  # (the child only has to stay alive until the test kills its runner)
     """)
     runner = commands([sys.executable, "-c", script], fake_env)
     pid = int(runner.wait_for(r"child (\d+)", 20).group(1))
