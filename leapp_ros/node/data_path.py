@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from leapp.spec import Spec
@@ -77,6 +77,8 @@ class NodeData:
     safe_actions: int = 0
     clamped: int = 0
     step_limited: int = 0
+    # per input topic: its reader and the messages taken from it (``received`` by topic)
+    topic_received: list[tuple[TopicReader, list[int]]] = field(default_factory=list)
 
     @classmethod
     def load(
@@ -121,6 +123,20 @@ class NodeData:
     def counts(self) -> dict[str, int]:
         """The counters of the status record, in its order."""
         return {counter: getattr(self, counter) for counter in COUNTERS}
+
+    def received_on(self) -> dict[str, int]:
+        """The messages taken from each input topic (full name), as ``received`` counts them."""
+        return {reader.resolved: cell[0] for reader, cell in self.topic_received}
+
+    def _received_cell(self, reader: TopicReader) -> list[int]:
+        """The count of ``reader``'s topic (one per topic, also when the middleware and the
+        intra-process bus both deliver on it)."""
+        for known, cell in self.topic_received:
+            if known is reader:
+                return cell
+        cell = [0]
+        self.topic_received.append((reader, cell))
+        return cell
 
     def input_callback(
         self,
@@ -205,9 +221,11 @@ class NodeData:
         topic = reader.topic or ""
         floats = float_ports(inputs)
         checked = [n for n, index in enumerate(indices) if index in floats and check]
+        taken = self._received_cell(reader)
 
         def decode(message: Any) -> list[Any] | None:
             data.received += 1
+            taken[0] += 1
             try:
                 decoded = read(message)
             except Exception as e:  # MessageError, or one no codec expected: never die of it

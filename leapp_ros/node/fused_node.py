@@ -29,7 +29,8 @@ Semantics, as in the other modes:
   and counted; a node whose model fails, or whose results hold NaN/inf, publishes nothing this
   tick, and the nodes it feeds do not run; the node keeps running.
 - status: one record per pipeline node on ``_leapp/status``, exactly as a ``leapp_node`` has
-  it, plus ``"fused": "<this node's full name>"``; the log says ``leapp node '<node>' ready``
+  it, plus ``"fused": "<this node's full name>"`` and ``"ticks"`` (the ticks run so far: the
+  records of one publication carry the same number); the log says ``leapp node '<node>' ready``
   for each, so supervisors and test harnesses treat the process like a container of them.
 
 Parameters: those of :mod:`leapp_ros.plan.settings` (``pipeline_node`` excepted), applied to the
@@ -51,9 +52,9 @@ from leapp.spec.order import execution_order
 from leapp_ros.messages.topic_io import OutputWriter, TopicReader, nonfinite, now_stamp
 from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
+from leapp_ros.node.match_count import MatchCount
 from leapp_ros.node.pipeline_node import PipelineNode
 from leapp_ros.node.stamp_sync import gather_by_stamp, stamp_sync
-from leapp_ros.node.subscriber_count import SubscriberCount
 from leapp_ros.plan.limits import declare_output_limits
 from leapp_ros.plan.pipeline import NodePlan, PipelinePlan, make_plan
 from leapp_ros.plan.settings import (
@@ -89,6 +90,7 @@ class _Stage(NodeData):
         default_factory=list
     )
     publishers: list[Any] = field(default_factory=list)
+    input_counts: list[tuple[str, MatchCount]] = field(default_factory=list)  # by topic
 
 
 class FusedPipelineNode(PipelineNode):
@@ -186,15 +188,18 @@ class FusedPipelineNode(PipelineNode):
                     sync=sync,
                     partners=partners,
                 )
+                matched = MatchCount()
                 subscription = self.create_subscription(
                     reader.message_class,
                     reader.topic,
                     callback,
                     qos_profile(stage.plan.inputs[indices[0]].qos),
                     qos_overriding_options=overrides,
+                    event_callbacks=matched.subscription_callbacks(),
                     raw=self._raw,
                 )
                 reader.resolved = subscription.topic_name
+                stage.input_counts.append((reader.resolved, matched))
                 if partners is not None:
                     partners.add(subscription, self._triggers.intersection(keys), callback)
                 self._readers.append(reader)
@@ -203,13 +208,13 @@ class FusedPipelineNode(PipelineNode):
                 if intermediate and not self._publish_intermediate:
                     continue
                 writer = OutputWriter(port, raw=self._raw)
-                count = SubscriberCount()
+                count = MatchCount()
                 publisher = self.create_publisher(
                     writer.message_class,
                     port.topic,
                     qos_profile(port.qos),
                     qos_overriding_options=overrides,
-                    event_callbacks=count.callbacks(),
+                    event_callbacks=count.publisher_callbacks(),
                 )
                 stage.publishers.append(publisher)
                 if not intermediate:
@@ -311,10 +316,11 @@ class FusedPipelineNode(PipelineNode):
     def statuses(self, state: str = "ready") -> list[dict[str, Any]]:
         """One status record per pipeline node, as a ``leapp_node`` of it publishes."""
         fused = self.get_fully_qualified_name()
-        return [
-            {**self._status_record(stage, stage.publishers, state), "fused": fused}
+        records = [
+            self._status_record(stage, stage.publishers, stage.input_counts, state)
             for stage in self._stages
         ]
+        return [{**record, "fused": fused, "ticks": self._ticks} for record in records]
 
     def _status_records(self, state: str) -> list[dict[str, Any]]:
         return self.statuses(state)

@@ -16,7 +16,11 @@ is then a :class:`StartupError`, exit code 2). Whatever the state, the node offe
 ``~/enable`` (``std_srvs/SetBool``: false engages the e-stop, true releases it), listens to
 ``estop_topic`` when set (``std_msgs/Bool``, latched: true engages), and publishes
 ``_leapp/status`` (once configured) and ``/diagnostics``
-(:mod:`leapp_ros.node.diagnostics`) every second. E-stop, ``input_timeout_ms`` and the safe
+(:mod:`leapp_ros.node.diagnostics`) every second. A status record also goes out within
+:data:`STATUS_SOON_S` of any change in it (a counter, a matched endpoint, the e-stop, the safe
+action), at most once per :data:`STATUS_SOON_S`: a supervisor or a test sees an input counted,
+a publisher matched or the e-stop engaged at once, not up to a second later. E-stop,
+``input_timeout_ms`` and the safe
 action follow :class:`~leapp_ros.node.safety.CommandGate`; while either holds, the node
 publishes its safe action once per period it would fire (``1 / rate_hz``, else the timeout,
 else 0.1 s).
@@ -46,6 +50,7 @@ from leapp_ros.plan.settings import StartupError, declare_parameters, qos_profil
 __all__ = ["ManagedNode"]
 
 STATUS_PERIOD_S = 1.0
+STATUS_SOON_S = 0.1  # a changed status record goes out within this, at most once per this
 STOP_ACK_TIMEOUT_S = 0.5
 DEFAULT_SAFE_PERIOD_S = 0.1
 ESTOP_ECHO_S = 0.25  # an e-stop message seen on both subscriptions arrives this close together
@@ -81,7 +86,9 @@ class ManagedNode(LifecycleNode):
 
         self._diagnostics = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
         self._health = HealthReport(self.get_namespace())
+        self._status_sent: list[str] = []  # the records last published (JSON)
         self._status_timer = self.create_timer(STATUS_PERIOD_S, self._on_status_timer)
+        self._change_timer = self.create_timer(STATUS_SOON_S, self._on_change_timer)
         self.create_service(SetBool, "~/enable", self._on_enable)
         if settings["estop_topic"]:
             from std_msgs.msg import Bool
@@ -398,13 +405,22 @@ class ManagedNode(LifecycleNode):
             self._publish_status("ready")
         self._publish_diagnostics()
 
-    def _publish_status(self, state: str) -> None:
-        for record in self._status_records(state):
-            self._status.publish(String(data=json.dumps(record)))
+    def _on_change_timer(self) -> None:
+        """Publish the status now if a record differs from the one last published."""
+        if self._lifecycle in ("inactive", "active"):
+            self._publish_status("ready", only_changed=True)
+
+    def _publish_status(self, state: str, *, only_changed: bool = False) -> None:
+        texts = [json.dumps(record) for record in self._status_records(state)]
+        if only_changed and texts == self._status_sent:
+            return
+        for text in texts:
+            self._status.publish(String(data=text))
+        self._status_sent = texts
 
     def stop(self) -> None:
         """Stop firing and publish the ``stopping`` status (call before destroying the node)."""
-        for timer in [*self._leapp_timers, self._status_timer]:
+        for timer in [*self._leapp_timers, self._status_timer, self._change_timer]:
             timer.cancel()
         self._drop_guard_timer()
         if self._lifecycle not in ("inactive", "active"):

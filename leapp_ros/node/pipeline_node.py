@@ -27,20 +27,27 @@ counted and logged (at most once a second per topic); an exception in the model 
 and logged (at most once a second) and the node keeps running. Created with an intra-process
 bus (composed), it exchanges values with the other pipeline nodes of its process directly
 (:mod:`leapp_ros.node.intra_process`). Every node publishes its status as JSON
-(``std_msgs/String``) on ``_leapp/status`` (reliable, transient local, depth 1) when ready
-and then every second::
+(``std_msgs/String``) on ``_leapp/status`` (reliable, transient local, depth 1) when ready,
+then every second and soon after each change (at most ten times a second)::
 
     {"node": "preprocess", "state": "ready", "lifecycle": "active", "estop": false,
      "safe_action": false, "runs": 12, "received": 24, "dropped": 0, "stale": 0, "errors": 0,
      "nonfinite_inputs": 0, "nonfinite_outputs": 0, "incomplete_sets": 0, "timeouts": 0,
      "safe_actions": 0, "clamped": 0, "step_limited": 0, "cpu_latency_us": null,
-     "cpu_affinity": null, "subscribers": {"/torch_pipeline/preprocess/obs": 1}}
+     "cpu_affinity": null, "subscribers": {"/torch_pipeline/preprocess/obs": 1},
+     "publishers": {"/torch_pipeline/preprocess/state": 1,
+                    "/torch_pipeline/preprocess/velocity": 1},
+     "received_on": {"/torch_pipeline/preprocess/state": 12,
+                     "/torch_pipeline/preprocess/velocity": 12}}
 
 (``cpu_latency_us``: the CPU latency request held, ``cpu_affinity``: the CPUs pinned to, null
-for none; ``subscribers``: the subscriptions each output's publisher matched, so a tester
-knows when every hop is connected) and ``"state": "stopping"`` once on shutdown; it logs
-``leapp node '<name>' ready`` when ready. Exit codes: 0 after SIGINT/SIGTERM, 2 for a startup
-problem (one error line on stderr).
+for none; ``subscribers``: the subscriptions each output's publisher matched;
+``publishers``: the publishers each input's subscription matched; with both a tester knows
+when every hop is connected both ways, as a best-effort subscription drops what a publisher
+sent before it matched; ``received_on``: the messages taken from each input topic, which
+``received`` sums, so a tester knows when an input it sent has been handled) and
+``"state": "stopping"`` once on shutdown; it logs ``leapp node '<name>' ready`` when ready.
+Exit codes: 0 after SIGINT/SIGTERM, 2 for a startup problem (one error line on stderr).
 """
 
 from __future__ import annotations
@@ -69,9 +76,9 @@ from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
 from leapp_ros.node.intra_process import IntraProcessBus, publish_through
 from leapp_ros.node.managed_node import ManagedNode
+from leapp_ros.node.match_count import MatchCount
 from leapp_ros.node.partner_take import PartnerTake
 from leapp_ros.node.stamp_sync import StampSync, gather_by_stamp, stamp_sync
-from leapp_ros.node.subscriber_count import SubscriberCount
 from leapp_ros.plan.limits import declare_output_limits
 from leapp_ros.plan.pipeline import make_plan
 from leapp_ros.plan.settings import (
@@ -199,6 +206,7 @@ class PipelineNode(ManagedNode):
         skip = self._bus.produces if self._bus is not None else None
         sync = stamp_sync(self.firing)
         partners = self._partner_take(sync)
+        self._input_counts: list[tuple[str, MatchCount]] = []
         for reader in self._readers:
             if sync is not None:
                 gather_by_stamp(sync, self.pipeline_node, reader, self.plan.inputs, self._triggers)
@@ -206,15 +214,18 @@ class PipelineNode(ManagedNode):
             callback = self._input_callback(
                 self._data, reader, read, reader.indices, skip, sync=sync, partners=partners
             )
+            matched = MatchCount()
             subscription = self.create_subscription(
                 reader.message_class,
                 reader.topic,
                 callback,
                 qos_profile(self.plan.inputs[reader.indices[0]].qos),
                 qos_overriding_options=overrides,
+                event_callbacks=matched.subscription_callbacks(),
                 raw=self._raw,
             )
             reader.resolved = subscription.topic_name  # after remapping: the name users see
+            self._input_counts.append((reader.resolved, matched))
             if partners is not None:
                 partners.add(subscription, self._triggers.intersection(reader.indices), callback)
             if self._bus is not None:
@@ -223,14 +234,14 @@ class PipelineNode(ManagedNode):
                     self._data, reader, lambda value, n=count: [value] * n, reader.indices
                 )
                 self._bus_exits.append(self._bus.subscribe(reader.resolved, deliver))
-        self._subscriber_counts = [SubscriberCount() for _ in self._writers]
+        self._subscriber_counts = [MatchCount() for _ in self._writers]
         self._output_publishers = [
             self.create_publisher(
                 writer.message_class,
                 port.topic,
                 qos_profile(port.qos),
                 qos_overriding_options=overrides,
-                event_callbacks=count.callbacks(),
+                event_callbacks=count.publisher_callbacks(),
             )
             for port, writer, count in zip(
                 self.plan.outputs, self._writers, self._subscriber_counts, strict=True
@@ -378,10 +389,14 @@ class PipelineNode(ManagedNode):
 
     def status(self, state: str = "ready") -> dict[str, Any]:
         """The status record this node publishes on ``_leapp/status``."""
-        return self._status_record(self._data, self._output_publishers, state)
+        return self._status_record(self._data, self._output_publishers, self._input_counts, state)
 
     def _status_record(
-        self, data: NodeData, publishers: Sequence[Any], state: str
+        self,
+        data: NodeData,
+        publishers: Sequence[Any],
+        inputs: Sequence[tuple[str, MatchCount]],
+        state: str,
     ) -> dict[str, Any]:
         return {
             "node": data.name,
@@ -393,6 +408,8 @@ class PipelineNode(ManagedNode):
                 publisher.topic_name: publisher.get_subscription_count()
                 for publisher in publishers
             },
+            "publishers": {topic: count() for topic, count in inputs},
+            "received_on": data.received_on(),
         }
 
     def _status_records(self, state: str) -> list[dict[str, Any]]:

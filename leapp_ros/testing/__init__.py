@@ -21,23 +21,36 @@ What :class:`GraphUnderTest` does:
   (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``), for the nodes and for its own context.
 - **Start.** It runs the graph with :mod:`leapp_ros.run.runner` (no ``ros2 launch`` needed): one
   process per node, every node in one process with ``composed=True``, or the whole pipeline
-  in one node with ``fused=True`` (:data:`MODES`). It waits until every
-  node published ``ready`` on ``_leapp/status`` and every topic is matched, else raises
+  in one node with ``fused=True`` (:data:`MODES`). It waits until every node published
+  ``ready`` on ``_leapp/status`` and every hop is matched both ways, else raises
   :class:`GraphAssertionError` with the reason and the nodes' last output lines.
-- **Reliable test traffic.** The node subscriptions are best effort when deployed, so the
-  first messages after discovery could be lost; the harness makes them reliable (through their
-  ``qos_overrides`` parameters) and, before the first step, waits until its publishers are
-  matched and every node's publishers know its subscriptions. So every input it sends arrives
-  exactly once and recurrent state evolves exactly as in the eager loop. Nothing else about the
-  nodes changes. (A first message between two nodes right after they discovered each other may
-  still be lost; in pipelines without state or feedback a step then sends its inputs again.)
+- **The deployed QoS.** The nodes run exactly as deployed: the harness changes none of their
+  parameters, so their subscriptions stay best effort with depth 1 ("newest wins") and the
+  watchdog, e-stop, limits and lifecycle are tested at the QoS a robot meets. The harness's
+  own publishers are reliable (the nodes' publisher QoS) and its subscriptions reliable with
+  deep queues; what keeps its messages from being lost or used twice is on its side
+  (:mod:`leapp_ros.testing.delivery`): before the first step it waits until every hop is
+  matched *both ways*, from the nodes' status records (``subscribers``: the subscriptions
+  each output matched; ``publishers``: the publishers each input matched) and its own
+  endpoints; it sends each message once, never again; and a step returns only once the
+  nodes that fire on its inputs have published, having taken them, so the next step cannot
+  overwrite them in a one-message queue. Every input is used exactly once and recurrent state
+  evolves exactly as in the eager loop. A message lost nonetheless is a
+  :class:`StepTimeoutError`, never a silent repeat.
 - **Stepping.** :meth:`GraphUnderTest.step` publishes ``{"node/port": tensor}`` on the
   external input topics and waits for one new message on every output those inputs drive
   (every output of every node that fires), converted back to tensors. If one never comes it
   raises :class:`StepTimeoutError`, an ``AssertionError`` like ``no message on
   /pipe/policy/action within 5.0 s; received: /pipe/preprocess/obs (1)``. In a pipeline with
-  feedback between nodes, a step also gives the fed-back values ``feedback_settle_s`` to reach
-  their consumers. Steps are meant for nodes that fire on their inputs (the default).
+  feedback between nodes, a step also waits until the fed-back values have reached their
+  consumers (their status counts them). Steps are meant for nodes that fire on their inputs
+  (the default).
+- **Events, not clocks.** :meth:`GraphUnderTest.publish` sends without waiting;
+  :meth:`GraphUnderTest.wait_received` waits until every node's status counts every message
+  sent so far on each of its inputs (``received_on``), after which the status is exact: a test
+  that an input must *not* produce an output checks it then (same ``runs``, nothing in
+  :meth:`~GraphUnderTest.received`), not after a pause. The nodes publish a status record
+  soon after every change, so such waits take a fraction of a second.
 - **Recorded data.** :meth:`GraphUnderTest.replay` sends a rosbag2 folder's input messages
   tick by tick, as recorded (a robot's JointState with its joints in any order), and compares
   every published tensor with ``leapp.Pipeline`` on the same inputs, or with the outputs
@@ -73,8 +86,9 @@ or write the fixture yourself::
             yield graph
 
 Lower-level pieces for tests that start nodes themselves: :func:`reserve_domain_id`,
-:func:`ros_env`, :class:`Probe` (a test-side node with publishers, inboxes, status watching
-and bounded waits) and :func:`prime`.
+:func:`ros_env` and :class:`Probe` (a test-side node with publishers, inboxes, status watching
+and bounded waits; :meth:`Probe.wait_connected` waits until its endpoints and the nodes are
+matched both ways).
 
 rclpy is imported only when a graph or probe starts, so importing this module is cheap.
 """
@@ -91,7 +105,6 @@ from leapp_ros.testing.probe import (
     DOMAIN_IDS,
     Probe,
     claim_domain_id,
-    prime,
     reserve_domain_id,
     ros_env,
 )
@@ -105,7 +118,6 @@ __all__ = [
     "StepTimeoutError",
     "claim_domain_id",
     "graph_fixture",
-    "prime",
     "reserve_domain_id",
     "ros_env",
 ]

@@ -5,22 +5,18 @@ See :class:`GraphUnderTest` and the documentation of :mod:`leapp_ros.testing`.
 
 from __future__ import annotations
 
-import logging
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any, TextIO
 
 import torch
 
-from leapp.errors import PipelineError
-from leapp_ros.messages.multiarray import MessageError
 from leapp_ros.plan.pipeline import PipelinePlan
 from leapp_ros.run.processes import load_plan, plan_processes
 from leapp_ros.run.runner import RunningGraph
+from leapp_ros.testing.delivery import receipt_gaps, unready_nodes
+from leapp_ros.testing.endpoints import Endpoints
 from leapp_ros.testing.failures import (
     GraphAssertionError,
     OutputLines,
@@ -29,24 +25,11 @@ from leapp_ros.testing.failures import (
     step_timeout,
 )
 from leapp_ros.testing.probe import Probe, claim_domain_id, ros_env
-from leapp_ros.testing.topics import (
-    InputSender,
-    OutputReader,
-    driven_outputs,
-    harness_parameters,
-    input_senders,
-    starved_nodes,
-    topic_problems,
-    unready,
-)
+from leapp_ros.testing.topics import feedback_topics, topic_problems
 
 __all__ = ["GraphAssertionError", "GraphUnderTest", "StepTimeoutError"]
 
-logger = logging.getLogger(__name__)
-
 _SLICE_S = 0.01  # longest single spin while waiting for outputs
-_SETTLE_S = 0.2  # after the probe saw every endpoint, for the nodes to see each other too
-_RESEND_S = 1.0  # a fed node silent this long lost its first message from another node
 
 
 class GraphUnderTest:
@@ -64,12 +47,10 @@ class GraphUnderTest:
         timeout_s: how long :meth:`start` waits for the graph to be ready.
         step_timeout_s: how long :meth:`step` waits for its outputs by default.
         log_level: ROS log level of the nodes.
-        params_file: a ROS 2 parameters file for every node (the harness adds its QoS
-            overrides to a copy of it).
+        params_file: a ROS 2 parameters file for every node, given to them as it is (QoS
+            overrides included: the harness changes nothing about the nodes).
         output: a stream that also receives the nodes' output lines (they are kept in
             memory anyway, see :attr:`output`).
-        feedback_settle_s: after each step of a pipeline with feedback between nodes, how
-            long the fed-back values get to reach their consumers before the next step.
 
     Raises:
         SpecError, PlanError: the export is missing, invalid, or cannot be mapped onto ROS.
@@ -87,29 +68,22 @@ class GraphUnderTest:
         log_level: str | None = None,
         params_file: str | os.PathLike[str] | None = None,
         output: TextIO | None = None,
-        feedback_settle_s: float = 0.02,
     ):
         self.plan: PipelinePlan = load_plan(export, namespace, params_file=params_file)
         self.composed = composed
         self.fused = fused
         self.timeout_s = timeout_s
         self.step_timeout_s = step_timeout_s
-        self.feedback_settle_s = feedback_settle_s
         self.domain_id: int | None = None
         self._options = (log_level, params_file)
         self._lines = OutputLines(output)
         self._lock: Any = None
-        self._folder: Path | None = None
         self._graph: RunningGraph | None = None
         self._probe: Probe | None = None
         self._statuses: dict[str, dict[str, Any]] = {}
-        # by "node/port": (topic, sender, publisher) and (topic, reader, inbox)
-        self._inputs: dict[str, tuple[str, InputSender, Any]] = {}
-        self._outputs: dict[str, tuple[str, OutputReader, list[Any]]] = {}
-        inputs = [(node, port) for node in self.plan.nodes for port in node.inputs]
-        self._feedback = any(port.kind == "feedback" for _, port in inputs)
-        # Running nodes again gives the same outputs unless state or fed-back values change.
-        self._rerun_safe = not any(port.kind in ("state", "feedback") for _, port in inputs)
+        self._endpoints: Endpoints | None = None
+        # values fed back from node to node over topics (a fused node keeps them in memory)
+        self._feedback = bool(feedback_topics(self.plan)) and not fused
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -120,7 +94,10 @@ class GraphUnderTest:
         self.close(check=error is None)
 
     def start(self) -> GraphUnderTest:
-        """Start the graph and wait until every node is ready and every topic matched.
+        """Start the graph and wait until every node is ready and every hop is matched both
+        ways (the probe's publishers with the nodes' subscriptions, the nodes with each
+        other, the nodes' publishers with the probe's subscriptions: see
+        :func:`~leapp_ros.testing.delivery.connection_gaps`).
 
         Raises:
             GraphAssertionError: a process exited, or the graph was not ready within
@@ -130,22 +107,21 @@ class GraphUnderTest:
             raise RuntimeError(f"graph {self.plan.namespace} was started already")
         try:
             self.domain_id, self._lock = claim_domain_id()
-            self._folder = Path(tempfile.mkdtemp(prefix="leapp_graph_"))
             log_level, params_file = self._options
-            params = harness_parameters(self.plan, self._folder / "params.yaml", params_file)
             processes = plan_processes(
                 self.plan,
                 composed=self.composed,
                 fused=self.fused,
                 log_level=log_level,
-                params_file=params,
+                params_file=params_file,
             )
             self._graph = RunningGraph(
                 processes, name=self.plan.namespace, env=ros_env(self.domain_id, base={}),
                 stdout=self._lines, stderr=self._lines,  # type: ignore[arg-type]
             ).start()  # fmt: skip
             self._probe = Probe(self.domain_id)
-            self._create_endpoints(self._probe)
+            self._endpoints = Endpoints(self.plan, self._probe)
+            self._statuses = self._probe.watch_status(self.plan.namespace)
             self._wait_ready(time.monotonic() + self.timeout_s)
         except BaseException:
             self.close(check=False)
@@ -170,9 +146,6 @@ class GraphUnderTest:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
-        if self._folder is not None:
-            shutil.rmtree(self._folder, ignore_errors=True)
-            self._folder = None
         if check and code is not None and code != 0:
             reason = failure or "a process did not exit cleanly on SIGINT"
             raise GraphAssertionError(
@@ -202,12 +175,19 @@ class GraphUnderTest:
     @property
     def inputs(self) -> tuple[str, ...]:
         """The external inputs as ``"node/port"``: the keys :meth:`step` takes."""
-        return tuple(self._inputs)
+        return tuple(self.endpoints.inputs)
 
     @property
     def outputs(self) -> tuple[str, ...]:
         """Every output of every node as ``"node/port"``."""
-        return tuple(self._outputs)
+        return tuple(self.endpoints.outputs)
+
+    @property
+    def endpoints(self) -> Endpoints:
+        """The probe's publishers and subscriptions of the graph's topics."""
+        if self._endpoints is None:
+            raise RuntimeError(f"graph {self.plan.namespace} is not running")
+        return self._endpoints
 
     def step(
         self,
@@ -217,6 +197,10 @@ class GraphUnderTest:
         outputs: Iterable[str] | None = None,
     ) -> dict[str, torch.Tensor]:
         """Publish ``inputs`` and return one new value of every output they drive.
+
+        Each input goes out once, on a hop matched both ways, and the step returns once the
+        nodes that fire on it published (having taken it), so the next step never overwrites
+        it in a node's one-message queue: every input is used exactly once.
 
         Args:
             inputs: ``{"node/port": tensor}`` for external inputs (dtype and shape of the port).
@@ -235,8 +219,8 @@ class GraphUnderTest:
                 nodes hold is unknown afterwards: start a new graph).
             GraphAssertionError: a node died.
         """
-        messages = {topic: message for topic, (_, message) in self._messages(inputs).items()}
-        awaited = self._awaited(inputs) if outputs is None else outputs
+        messages = self.endpoints.messages(inputs)
+        awaited = self.endpoints.awaited(inputs) if outputs is None else outputs
         return self.send(messages, outputs=awaited, timeout_s=timeout_s)
 
     def send(
@@ -249,24 +233,55 @@ class GraphUnderTest:
         """:meth:`step` with messages already made: ``{absolute input topic: rclpy message or
         its CDR bytes}`` (a recorded message, joints in any order), waiting for ``outputs``.
         Raises as :meth:`step` does (PipelineError: a topic is no external input topic)."""
-        publishers = {topic: publisher for topic, _, publisher in self._inputs.values()}
-        unknown = sorted(set(messages) - set(publishers))
-        if unknown:
-            raise PipelineError(
-                f"{', '.join(unknown)}: no external input topic of pipeline {self.plan.name!r}; "
-                f"its input topics are {', '.join(sorted(publishers))}"
-            )
-        awaited = self._checked(outputs)
-        before = {key: len(inbox) for key, (_, _, inbox) in self._outputs.items()}
-        prepared = {topic: (publishers[topic], message) for topic, message in messages.items()}
-        for publisher, message in prepared.values():
-            publisher.publish(message)
-        given = {key for key, (topic, _, _) in self._inputs.items() if topic in messages}
+        awaited = self.endpoints.checked(outputs)
+        before = self.endpoints.counts()
+        self.endpoints.publish(messages)
         timeout_s = self.step_timeout_s if timeout_s is None else timeout_s
-        self._wait(awaited, before, timeout_s, prepared, given)
-        if self._feedback and self.feedback_settle_s > 0:
-            self.probe.spin_for(self.feedback_settle_s)
+        self._wait(awaited, before, timeout_s)
+        if self._feedback:  # the fed-back values reach their consumers before the next step
+            self.wait_received(timeout_s=timeout_s)
         return {key: self.latest(key) for key in awaited}
+
+    def publish(self, values: Mapping[str, Any]) -> None:
+        """Publish without waiting: ``{"node/port": tensor}`` as :meth:`step` takes them,
+        and ``{absolute input topic: message or CDR bytes}`` as :meth:`send` does.
+
+        A node's subscription keeps one message (depth 1, best effort: its deployed QoS),
+        so wait for an event that shows the node took it (an output, :meth:`wait_received`)
+        before publishing on the same topic again.
+
+        Raises:
+            PipelineError: an unknown input or topic, or a tensor that does not fit its port.
+        """
+        tensors = {key: value for key, value in values.items() if not key.startswith("/")}
+        messages = self.endpoints.messages(tensors)
+        messages.update({key: value for key, value in values.items() if key.startswith("/")})
+        self.endpoints.publish(messages)
+
+    def wait_received(self, *, timeout_s: float | None = None) -> dict[str, dict[str, Any]]:
+        """Spin until every node's status counts as taken every message the harness sent on
+        its inputs and every message the nodes publishing there ran for
+        (:func:`~leapp_ros.testing.delivery.receipt_gaps`); return :meth:`status`.
+
+        The records are then exact for everything sent so far: a node that must not answer
+        an input shows the same ``runs`` as before it, and what it did publish has been
+        published (a node publishes inside the callback that takes its input).
+
+        Raises:
+            GraphAssertionError: a topic still short of messages after ``timeout_s`` (a
+                message lost, or a node that died), naming each.
+        """
+        timeout_s = self.step_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        while gaps := receipt_gaps(self._statuses, self.endpoints.sent):
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise GraphAssertionError(
+                    f"graph {self.plan.namespace}: the nodes did not take every message "
+                    f"within {float(timeout_s)} s: {'; '.join(gaps)}"
+                )
+            self.probe.executor.spin_once(timeout_sec=_SLICE_S)
+        return self.status()
 
     def replay(self, bag: str | os.PathLike[str], **options: Any) -> Any:
         """Replay a bag through the graph and compare: :func:`leapp_ros.testing.replay.replay`
@@ -281,19 +296,19 @@ class GraphUnderTest:
         Raises:
             StepTimeoutError, GraphAssertionError: see :meth:`step`.
         """
-        awaited = self._checked(outputs)
-        before = {key: len(inbox) for key, (_, _, inbox) in self._outputs.items()}
+        awaited = self.endpoints.checked(outputs)
+        before = self.endpoints.counts()
         timeout_s = self.step_timeout_s if timeout_s is None else timeout_s
-        self._wait(awaited, before, timeout_s, {}, set())
+        self._wait(awaited, before, timeout_s)
 
     def received(self, key: str) -> list[torch.Tensor]:
         """Every value published on output ``key`` since the graph started."""
-        _, reader, inbox = self._output(key)
+        _, reader, inbox = self.endpoints.output(key)
         return [reader.from_message(message).clone() for message in inbox]
 
     def latest(self, key: str) -> torch.Tensor:
         """The newest value published on output ``key`` (IndexError when there is none)."""
-        _, reader, inbox = self._output(key)
+        _, reader, inbox = self.endpoints.output(key)
         return reader.from_message(inbox[-1]).clone()
 
     def spin(self, seconds: float) -> None:
@@ -302,7 +317,8 @@ class GraphUnderTest:
         self.probe.spin_for(seconds)
 
     def status(self) -> dict[str, dict[str, Any]]:
-        """The latest ``_leapp/status`` record of every node (the nodes send one a second)."""
+        """The latest ``_leapp/status`` record of every node (the nodes send one a second and
+        one soon after each change: a counter, a matched endpoint, the e-stop)."""
         self.probe.executor.spin_once(timeout_sec=0)
         return {node: dict(status) for node, status in self._statuses.items()}
 
@@ -321,7 +337,7 @@ class GraphUnderTest:
         deadline = time.monotonic() + timeout_s
         while True:
             latest = {topic: (inbox[-1] if inbox else None)
-                      for topic, _, inbox in self._outputs.values()}  # fmt: skip
+                      for topic, _, inbox in self.endpoints.outputs.values()}  # fmt: skip
             publisher = "leapp_fused" if self.fused else None
             problems = topic_problems(self.plan, self.probe.node, latest, publisher)
             if not problems or time.monotonic() > deadline:
@@ -337,34 +353,24 @@ class GraphUnderTest:
 
     # --- internals ----------------------------------------------------------------------
 
-    def _create_endpoints(self, probe: Probe) -> None:
-        for node in self.plan.nodes:
-            for port in node.outputs:
-                reader, topic = OutputReader(port), self.plan.resolve(port.topic)
-                inbox = probe.subscribe(topic, reader.message_class)
-                self._outputs[f"{node.name}/{port.port}"] = (topic, reader, inbox)
-        for sender in input_senders(self.plan):
-            topic = self.plan.resolve(sender.ports[0].topic or "")
-            publisher = probe.publisher(topic, sender.message_class)
-            for key in sender.keys:  # several keys when one message carries several ports
-                self._inputs[key] = (topic, sender, publisher)
-        # Last: a node's status reaching this reader proves that node has discovered every
-        # reader created before it (discovery announces a participant's readers in order),
-        # so its output publishers send to the probe from the first message on.
-        self._statuses = probe.watch_status(self.plan.namespace)
-
     def _wait_ready(self, deadline: float) -> None:
-        """Every node ready, every probe publisher matched, every topic's endpoints seen."""
-        publishers = {topic: publisher for topic, _, publisher in self._inputs.values()}
-        while late := unready(self.plan, self.probe.node, self._statuses, publishers, self.fused):
+        """Every node ready and every hop matched both ways (see :meth:`start`)."""
+        nodes = [node.name for node in self.plan.nodes]
+
+        def late() -> list[str]:
+            waiting = unready_nodes(self._statuses, nodes)
+            if waiting:
+                return [f"nodes {waiting} to be ready"]
+            return self.probe.connection_gaps(self.plan.namespace)
+
+        while gaps := late():
             self._check_alive()
             if time.monotonic() > deadline:
                 raise GraphAssertionError(
                     f"graph {self.plan.namespace} was not ready within {self.timeout_s} s; "
-                    f"still waiting for {', '.join(late)}{output_tail(self._lines)}"
+                    f"still waiting for {'; '.join(gaps)}{output_tail(self._lines)}"
                 )
             self.probe.executor.spin_once(timeout_sec=0.05)
-        self.probe.spin_for(_SETTLE_S)
 
     def _check_alive(self) -> None:
         graph = self._graph
@@ -372,77 +378,14 @@ class GraphUnderTest:
             reason = graph.failure or f"it stopped with exit code {graph.exit_code}"
             raise GraphAssertionError(f"graph {self.plan.namespace} failed: {reason}")
 
-    def _messages(self, inputs: Mapping[str, torch.Tensor]) -> dict[str, tuple[Any, Any]]:
-        """``{topic: (publisher, message)}``: one message per input topic."""
-        unknown = [key for key in inputs if key not in self._inputs]
-        if unknown:
-            raise PipelineError(
-                f"{', '.join(map(repr, unknown))}: not an external input of pipeline "
-                f"{self.plan.name!r}; its external inputs are {', '.join(self._inputs)}"
-            )
-        messages: dict[str, tuple[Any, Any]] = {}
-        for key in inputs:
-            topic, sender, publisher = self._inputs[key]
-            try:
-                messages[topic] = (publisher, sender.to_message(inputs))
-            except MessageError as e:
-                raise PipelineError(f"input {key!r}: {e}") from e
-        return messages
-
-    def _awaited(self, inputs: Mapping[str, torch.Tensor]) -> list[str]:
-        awaited = [key for key in driven_outputs(self.plan, inputs) if key in self._outputs]
-        if not awaited:
-            raise PipelineError(
-                f"inputs {sorted(inputs)} make no node of pipeline {self.plan.name!r} fire "
-                f"(a node needs all of its inputs); its external inputs are "
-                f"{', '.join(self._inputs)}; or pass outputs=[...] to wait for"
-            )
-        return awaited
-
-    def _checked(self, outputs: Iterable[str]) -> list[str]:
-        keys = list(outputs)
-        for key in keys:
-            self._output(key)
-        return keys
-
-    def _wait(
-        self,
-        awaited: list[str],
-        before: Mapping[str, int],
-        timeout_s: float,
-        messages: Mapping[str, tuple[Any, Any]],
-        given: set[str],
-    ) -> None:
-        """Spin until each awaited output has a message more than ``before``.
-
-        The probe's own messages always arrive (its publishers are matched, the node
-        subscriptions reliable), and the nodes' publishers know the probe's subscriptions
-        before they report ready. Only a first message from one node to another can be lost,
-        if the graph is used right after the nodes discovered each other. So when a node fed
-        by another has every input but stays silent for a while, ``messages`` are sent again,
-        provided running the nodes again changes nothing (no state, no feedback)."""
+    def _wait(self, awaited: list[str], before: Mapping[str, int], timeout_s: float) -> None:
+        """Spin until each awaited output has a message more than ``before``. Nothing is sent
+        again (see :mod:`leapp_ros.testing.delivery`)."""
+        outputs = self.endpoints.outputs
         start = time.monotonic()
-        resend_at = start + _RESEND_S
-        pending = [(before[key], self._outputs[key][2]) for key in awaited]
+        pending = [(before[key], outputs[key][2]) for key in awaited]
         while any(len(inbox) <= count for count, inbox in pending):
             self._check_alive()
-            now = time.monotonic()
-            if now - start > timeout_s:
-                raise step_timeout(self._outputs, awaited, before, timeout_s)
-            if messages and self._rerun_safe and now > resend_at:
-                resend_at = now + _RESEND_S
-                new = {k for k, (_, _, inbox) in self._outputs.items() if len(inbox) > before[k]}
-                if starved_nodes(self.plan, given, new):
-                    logger.debug("%s: sending %s again", self.plan.namespace, sorted(messages))
-                    for publisher, message in messages.values():
-                        publisher.publish(message)
+            if time.monotonic() - start > timeout_s:
+                raise step_timeout(outputs, awaited, before, timeout_s)
             self.probe.executor.spin_once(timeout_sec=_SLICE_S)
-
-    def _output(self, key: str) -> tuple[str, OutputReader, list[Any]]:
-        entry = self._outputs.get(key)
-        if entry is None:
-            raise PipelineError(
-                f"{key!r}: not an output of pipeline {self.plan.name!r}; its outputs are "
-                f"{', '.join(self._outputs)}"
-            )
-        return entry

@@ -11,16 +11,19 @@ Every ROS test must be isolated from the rest of the machine and from other test
 - :class:`Probe` is an rclpy node on a private context in that domain (never the global one),
   spun by the test's own thread in short slices, with every wait bounded by a timeout.
 
+The nodes under test keep their deployed QoS (best-effort subscriptions of depth 1): the probe
+publishes reliably (the deployed publisher QoS) and, before it sends anything,
+:meth:`Probe.wait_connected` waits until every hop is matched both ways (see
+:mod:`leapp_ros.testing.delivery`); then each message it sends arrives, once.
+
 Example::
 
-    with reserve_domain_id() as domain_id:
-        probe = Probe(domain_id)
-        try:
-            actions = probe.subscribe("/torch_pipeline/policy/action", Float32MultiArray)
-            statuses = probe.wait_ready("/torch_pipeline", ["preprocess", "policy"])
-            ...
-        finally:
-            probe.close()
+    with reserve_domain_id() as domain_id, Probe(domain_id) as probe:
+        state = probe.publisher("/torch_pipeline/preprocess/state", Float32MultiArray)
+        ...
+        actions = probe.subscribe("/torch_pipeline/policy/action", Float32MultiArray)
+        probe.wait_connected("/torch_pipeline", ["preprocess", "policy"])
+        state.publish(...)  # one message per topic, then wait for its answer
 """
 
 from __future__ import annotations
@@ -45,7 +48,6 @@ __all__ = [
     "Inbox",
     "Probe",
     "claim_domain_id",
-    "prime",
     "reserve_domain_id",
     "ros_env",
 ]
@@ -121,11 +123,14 @@ def qos(*, reliable: bool = True, depth: int = 10, transient_local: bool = False
 
 
 class Inbox(list):
-    """The messages received on one topic, in arrival order (a list), and the topic's name."""
+    """The messages received on one topic, in arrival order (a list), the topic's name and
+    how many publishers the subscription has matched (:attr:`matched`, a
+    :class:`~leapp_ros.node.match_count.MatchCount`: call it)."""
 
-    def __init__(self, topic: str):
+    def __init__(self, topic: str, matched: Any = None):
         super().__init__()
         self.topic = topic
+        self.matched = matched
 
 
 class Probe:
@@ -163,6 +168,7 @@ class Probe:
             self.context.try_shutdown()
             raise
         self.statuses: dict[str, dict[str, dict[str, Any]]] = {}
+        self.inboxes: list[Inbox] = []
 
     def close(self) -> None:
         """Destroy the node and shut the context down (safe to call twice)."""
@@ -178,17 +184,45 @@ class Probe:
         self.close()
 
     def publisher(self, topic: str, message_type: Any, *, depth: int = 10) -> Any:
-        """A reliable publisher on ``topic``."""
+        """A reliable publisher on ``topic`` (the QoS of the nodes' publishers; a node's
+        best-effort subscription takes its messages once matched)."""
         return self.node.create_publisher(message_type, topic, qos(reliable=True, depth=depth))
 
     def subscribe(self, topic: str, message_type: Any, *, depth: int = 1000) -> Inbox:
-        """Every message arriving on ``topic`` (reliable, keep last ``depth``), appended to
-        the returned :class:`Inbox` as the probe spins."""
+        """Every message arriving on ``topic`` (reliable, keep last ``depth``: the probe's own
+        subscription misses nothing a node's reliable publisher sent once matched), appended
+        to the returned :class:`Inbox` as the probe spins."""
+        from leapp_ros.node.match_count import MatchCount
+
+        matched = MatchCount()
         subscription = self.node.create_subscription(
-            message_type, topic, lambda message: inbox.append(message), qos(depth=depth)
+            message_type,
+            topic,
+            lambda message: inbox.append(message),
+            qos(depth=depth),
+            event_callbacks=matched.subscription_callbacks(),
         )
-        inbox = Inbox(subscription.topic_name)
+        inbox = Inbox(subscription.topic_name, matched)
+        self.inboxes.append(inbox)
         return inbox
+
+    def connection_gaps(self, namespace: str) -> list[str]:
+        """Every hop between the nodes under ``namespace`` (their latest status records) and
+        this probe's publishers and inboxes not yet matched both ways, with every endpoint
+        this probe has discovered on those topics
+        (:func:`~leapp_ros.testing.delivery.connection_gaps`)."""
+        from leapp_ros.testing.delivery import connection_gaps
+
+        statuses = self.watch_status(namespace)
+        topics = {t for s in statuses.values() for key in ("publishers", "subscribers")
+                  for t in s.get(key, {})}  # fmt: skip
+        node = self.node
+        return connection_gaps(
+            statuses,
+            [(p.topic_name, p.get_subscription_count()) for p in node.publishers],
+            [(inbox.topic, inbox.matched()) for inbox in self.inboxes],
+            {t: (node.count_publishers(t), node.count_subscribers(t)) for t in topics},
+        )
 
     def spin_for(self, seconds: float) -> None:
         """Spin for ``seconds``, handling every callback that comes due."""
@@ -249,63 +283,87 @@ class Probe:
         return latest
 
     def wait_matched(self, publisher: Any, count: int = 1, timeout_s: float = 20.0) -> None:
-        """Wait until ``publisher`` has matched ``count`` subscriptions."""
+        """Wait until ``publisher`` has matched ``count`` subscriptions (the publisher's side
+        only: enough for a reliable subscription, which asks for what it missed; a node's
+        best-effort one needs :meth:`wait_connected`)."""
         self.spin_until(
             lambda: publisher.get_subscription_count() >= count,
             timeout_s,
             f"{count} subscription(s) on {publisher.topic_name}",
         )
 
+    def wait_received(
+        self,
+        namespace: str,
+        sent: Mapping[str, int],
+        *,
+        timeout_s: float = 30.0,
+        check: Callable[[], None] | None = None,
+    ) -> dict[str, dict[str, Any]]:
+        """Wait until the nodes under ``namespace`` have taken every message sent to them:
+        ``sent`` (messages published on each input topic, absolute names, since the nodes
+        started) and one per run of the nodes publishing on their inputs
+        (:func:`~leapp_ros.testing.delivery.receipt_gaps`); the status dict. Their records
+        then count everything sent so far: a node that must not answer an input shows it.
 
-def prime(
-    probe: Probe,
-    publish: Callable[[], None],
-    inboxes: Sequence[list[Any]],
-    timeout_s: float = 30.0,
-    interval_s: float = 0.2,
-    *,
-    check: Callable[[], None] | None = None,
-) -> None:
-    """Call ``publish()`` every ``interval_s`` until every inbox got a message, then empty the
-    inboxes so counting starts from zero.
+        Raises:
+            AssertionError: after ``timeout_s``, naming each topic short of messages.
+        """
+        from leapp_ros.testing.delivery import receipt_gaps
 
-    Node subscriptions are best effort, so the first messages after discovery can be lost
-    even once a publisher counts the subscription; priming proves every hop of the path is
-    matched. Each call may run the nodes, so prime only with inputs that leave recurrent
-    state as it was (or use :class:`~leapp_ros.testing.GraphUnderTest`, which needs none).
-    ``check()`` is called on every round and may raise to stop early (a graph process that
-    died). On timeout the AssertionError names each inbox still empty and how many
-    publishers the probe sees on its topic (0: the node never matched the probe), then the
-    counters of each node whose status the probe watches (received 0: no input reached it;
-    dropped, stale or incomplete sets: inputs came but did not fire it).
-    """
-    deadline = time.monotonic() + timeout_s
-    while not all(inboxes):
-        if check is not None:
-            check()
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"no output within {timeout_s} s of publishing inputs on "
-                + ", ".join(_silent(probe, inboxes))
-                + "".join(_counters(probe))
-            )
-        publish()
-        probe.spin_for(interval_s)
-    probe.spin_for(0.3)  # late answers to the repeated inputs
-    for inbox in inboxes:
-        inbox.clear()
+        latest = self.watch_status(namespace)
+        deadline = time.monotonic() + timeout_s
+        while gaps := receipt_gaps(latest, sent):
+            if check is not None:
+                check()
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"timed out after {timeout_s} s waiting for the nodes to take every "
+                    f"message: {'; '.join(gaps)}"
+                )
+            self.executor.spin_once(timeout_sec=_SLICE_S)
+        return latest
 
+    def wait_connected(
+        self,
+        namespace: str,
+        nodes: Sequence[str],
+        *,
+        timeout_s: float = 60.0,
+        check: Callable[[], None] | None = None,
+    ) -> dict[str, dict[str, Any]]:
+        """Wait until each of ``nodes`` under ``namespace`` is ready and every hop between
+        them, the probe's publishers and the probe's inboxes (:meth:`subscribe`) is matched
+        both ways (:meth:`connection_gaps`); the status dict (see :meth:`watch_status`).
+        From then on, a message the probe publishes reaches the nodes that subscribe to it,
+        and what they publish reaches the inboxes. ``check()`` is called while waiting and
+        may raise to stop early (a node process that exited).
 
-def _silent(probe: Probe, inboxes: Sequence[list[Any]]) -> list[str]:
-    """``<topic> (<n> publishers)`` for each empty inbox, of which ``k`` of ``n`` received."""
-    empty = [inbox for inbox in inboxes if not inbox]
-    named = [
-        f"{inbox.topic} ({probe.node.count_publishers(inbox.topic)} publishers)"
-        if isinstance(inbox, Inbox)
-        else "an inbox"
-        for inbox in empty
-    ]
-    return [*named, f"({len(inboxes) - len(empty)} of {len(inboxes)} inboxes received)"]
+        Raises:
+            AssertionError: after ``timeout_s``, naming every hop still unmatched and the
+                counters of each node.
+        """
+        from leapp_ros.testing.delivery import unready_nodes
+
+        latest = self.watch_status(namespace)
+
+        def gaps() -> list[str]:
+            if check is not None:
+                check()
+            waiting = unready_nodes(latest, nodes)
+            if waiting:
+                return [f"nodes {waiting} to be ready"]
+            return self.connection_gaps(namespace)
+
+        deadline = time.monotonic() + timeout_s
+        while late := gaps():
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"timed out after {timeout_s} s waiting for {'; '.join(late)}"
+                    + "".join(_counters(self))
+                )
+            self.executor.spin_once(timeout_sec=_SLICE_S)
+        return latest
 
 
 #: the status record's counters that tell where inputs went (see leapp_ros.node.pipeline_node)

@@ -1,21 +1,17 @@
-"""What the harness derives from a plan: readiness, topic checks, driven outputs, QoS.
+"""What the harness derives from a plan: topic checks, driven outputs, messages.
 
-:func:`unready` lists what a starting graph still lacks; :func:`topic_problems` every
-difference between what the rclpy graph API shows and what
-:func:`leapp_ros.plan.pipeline.make_plan` planned (names, types, publishing and subscribing nodes,
-message shapes);
-:func:`driven_outputs` says which outputs some inputs make the nodes publish (firing on
-inputs) and :func:`starved_nodes` which nodes did not although they should have;
-:func:`harness_parameters` writes the parameters file that makes every node subscription
-reliable for the duration of a test; :class:`InputSender` and :class:`OutputReader` turn a
-test's tensors into the messages of a topic and back (MultiArrays or robot messages).
+:func:`topic_problems` lists every difference between what the rclpy graph API shows and what
+:func:`leapp_ros.plan.pipeline.make_plan` planned (names, types, publishing and subscribing
+nodes, message shapes); :func:`driven_outputs` says which outputs some inputs make the nodes
+publish (firing on inputs); :func:`feedback_topics` which topics carry values fed back between
+nodes; :class:`InputSender` and :class:`OutputReader` turn a test's tensors into the messages
+of a topic and back (MultiArrays or robot messages). The nodes keep their own QoS: nothing here
+changes them.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from leapp_ros.messages.multiarray import MessageError, codec
@@ -26,83 +22,10 @@ __all__ = [
     "InputSender",
     "OutputReader",
     "driven_outputs",
-    "harness_parameters",
+    "feedback_topics",
     "input_senders",
-    "starved_nodes",
-    "subscribed_topics",
     "topic_problems",
-    "unready",
 ]
-
-
-def subscribed_topics(plan: PipelinePlan, fused: bool = False) -> dict[str, int]:
-    """Every topic some node subscribes to (absolute), with the number of subscribing nodes.
-    ``fused``: one node runs the pipeline and subscribes to the external inputs only."""
-    counts: dict[str, int] = {}
-    for node in plan.nodes:
-        ports = [p for p in node.inputs if p.topic is not None]
-        if fused:
-            ports = [p for p in ports if p.kind == "external"]
-        for topic in {plan.resolve(port.topic) for port in ports}:
-            counts[topic] = counts.get(topic, 0) + 1
-    return counts
-
-
-def harness_parameters(
-    plan: PipelinePlan, path: Path, params_file: str | os.PathLike[str] | None = None
-) -> Path:
-    """Write ``path``: ``params_file`` (if any) plus ``qos_overrides`` making every node
-    subscription reliable (entries the file sets already win); return ``path``."""
-    import yaml
-
-    document: dict[str, Any] = {}
-    if params_file is not None:
-        document = yaml.safe_load(Path(params_file).read_text(encoding="utf-8")) or {}
-    parameters = document.setdefault("/**", {}).setdefault("ros__parameters", {})
-    overrides = parameters.setdefault("qos_overrides", {})
-    for topic in subscribed_topics(plan):
-        subscription = overrides.setdefault(topic, {}).setdefault("subscription", {})
-        subscription.setdefault("reliability", "reliable")
-    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
-    return path
-
-
-def unready(
-    plan: PipelinePlan,
-    node: Any,
-    statuses: Mapping[str, Mapping[str, Any]],
-    publishers: Mapping[str, Any],
-    fused: bool = False,
-) -> list[str]:
-    """What a graph still lacks before a test may use it: the nodes whose latest status
-    (``statuses``) is not ``ready``, the topics of the probe's ``publishers`` (by absolute
-    topic) not yet matched with every subscribing node, the output topics whose publisher
-    or subscribers rclpy ``node`` has not discovered yet, and the output topics whose node
-    reports fewer matched subscriptions than the subscribing nodes and the probe (a message
-    sent before a match is lost, which a graph with state or feedback cannot repeat).
-    ``fused``: one node runs the pipeline (see :func:`subscribed_topics`)."""
-    readers = subscribed_topics(plan, fused)
-    late = [n.name for n in plan.nodes if statuses.get(n.name, {}).get("state") != "ready"]
-    for plan_node in plan.nodes:
-        matched = statuses.get(plan_node.name, {}).get("subscribers")
-        if matched is None:  # not ready yet, or a node that does not report it
-            continue
-        for port in plan_node.outputs:
-            topic = plan.resolve(port.topic)
-            wanted = readers.get(topic, 0) + 1
-            if matched.get(topic, 0) < wanted:
-                late.append(f"{topic} (its publisher matched {matched.get(topic, 0)} of "
-                            f"{wanted} subscriptions)")  # fmt: skip
-    late += [topic for topic, publisher in publishers.items()
-             if publisher.get_subscription_count() < readers.get(topic, 0)]  # fmt: skip
-    outputs = [plan.resolve(port.topic) for n in plan.nodes for port in n.outputs]
-    late += [
-        topic
-        for topic in outputs
-        if node.count_publishers(topic) < 1
-        or node.count_subscribers(topic) < readers.get(topic, 0) + 1
-    ]
-    return late
 
 
 def topic_problems(
@@ -183,21 +106,17 @@ def driven_outputs(plan: PipelinePlan, inputs: Iterable[str]) -> list[str]:
     return [f"{n.name}/{port.port}" for n in plan.nodes if n.name in fired for port in n.outputs]
 
 
-def starved_nodes(plan: PipelinePlan, given: Iterable[str], published: Iterable[str]) -> list[str]:
-    """The nodes fed by another node that got every input (``given`` external inputs,
-    ``published`` outputs) but did not publish all of their outputs."""
-    given, published = set(given), set(published)
-    starved = []
-    for node in plan.nodes:
-        triggers = [port for port in node.inputs if port.triggers]
-        if (
-            any(port.kind == "data_flow" for port in triggers)
-            and all((port.source in published) if port.kind == "data_flow"
-                    else f"{node.name}/{port.port}" in given for port in triggers)
-            and not all(f"{node.name}/{port.port}" in published for port in node.outputs)
-        ):  # fmt: skip
-            starved.append(node.name)
-    return starved
+def feedback_topics(plan: PipelinePlan) -> list[str]:
+    """The topics (absolute) that carry a value fed back from one node to another: its
+    consumer must have taken it before the next step's inputs reach that consumer."""
+    return sorted(
+        {
+            plan.resolve(port.topic)
+            for node in plan.nodes
+            for port in node.inputs
+            if port.kind == "feedback" and port.topic is not None
+        }
+    )
 
 
 def _names(endpoints: Iterable[Any]) -> set[str]:

@@ -37,8 +37,9 @@ generate`` (its ``export/`` folder), or an install prefix holding one
      distribution, integers in 0..4, bools), run through :class:`leapp.Pipeline`;
 
 4. starts the graph with :class:`~leapp_ros.testing.GraphUnderTest` (isolated domain,
-   localhost discovery, reliable test traffic) and, tick by tick from the first one, publishes
-   the external inputs (as the robot message a port is bound to, where it is) and waits for
+   localhost discovery, the nodes' deployed QoS with every hop matched both ways before the
+   first tick) and, tick by tick from the first one, publishes the external inputs, once
+   each (as the robot message a port is bound to, where it is), and waits for
    every output topic, so recurrent state and feedback evolve exactly as in the reference
    (leapp.Pipeline carries its feedback values from tick to tick the same way);
 5. compares every published tensor with its reference value as ``compile_graph`` validates

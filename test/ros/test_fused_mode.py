@@ -72,29 +72,25 @@ def test_malformed_and_nonfinite_inputs_are_dropped_counted_and_the_node_goes_on
 ):
     from std_msgs.msg import Float32MultiArray
 
-    before = fused_graph.status()["preprocess"]
-    publisher = fused_graph.probe.publisher("/torch_pipeline/preprocess/state", Float32MultiArray)
-    partner = fused_graph.probe.publisher("/torch_pipeline/preprocess/velocity", Float32MultiArray)
-    for endpoint in (publisher, partner):
-        fused_graph.probe.wait_matched(endpoint)
+    state_topic, velocity_topic = (f"/torch_pipeline/preprocess/{port}"
+                                   for port in ("state", "velocity"))  # fmt: skip
+    before = fused_graph.wait_received()["preprocess"]
 
-    def counted(counter: str, what: str) -> None:
-        fused_graph.probe.spin_until(
-            lambda: fused_graph.status()["preprocess"][counter] == before[counter] + 1, 5, what
-        )
+    def send(topic: str, values, counter: str) -> None:
+        """One message through the harness's publisher, taken and counted before the next
+        (the input keeps only the last message: a second one sent at once could replace the
+        first before the node takes it)."""
+        fused_graph.publish({topic: Float32MultiArray(data=array.array("f", values))})
+        after = fused_graph.wait_received()["preprocess"]
+        assert after[counter] == before[counter] + 1, (counter, after)
+        assert after["runs"] == before["runs"], "a spoilt set ran"
         before[counter] += 1
 
-    # one at a time: the input keeps only the last message, so a second one sent at once
-    # could replace the first before the node takes it; each bad state comes with its
-    # velocity, and the pair is dropped whole
-    publisher.publish(Float32MultiArray(data=array.array("f", [1.0] * 5)))  # 5 of 6 values
-    counted("dropped", "the fused node to count one malformed message")
-    partner.publish(Float32MultiArray(data=array.array("f", [0.0] * 3)))
-    counted("incomplete_sets", "the fused node to drop the malformed message's set")
-    publisher.publish(Float32MultiArray(data=array.array("f", [math.nan] * 6)))
-    counted("nonfinite_inputs", "the fused node to count one NaN message")
-    partner.publish(Float32MultiArray(data=array.array("f", [0.0] * 3)))
-    counted("incomplete_sets", "the fused node to drop the NaN message's set")
+    # each bad state comes with its velocity, and the pair is dropped whole
+    send(state_topic, [1.0] * 5, "dropped")  # 5 of 6 values
+    send(velocity_topic, [0.0] * 3, "incomplete_sets")
+    send(state_topic, [math.nan] * 6, "nonfinite_inputs")
+    send(velocity_topic, [0.0] * 3, "incomplete_sets")
     state, velocity = torch.randn(6), torch.randn(3)
     out = fused_graph.step({"preprocess/state": state, "preprocess/velocity": velocity})
     torch.testing.assert_close(out["policy/action"], eager_seed(seed, state, velocity)[1])

@@ -4,6 +4,10 @@ The seed pipeline's preprocess node needs a state and a velocity of the same ins
 drops one of them (NaN, a malformed message), the other one of that instant must be dropped
 too: the next good pair is then answered exactly like eager PyTorch on that pair, never with
 (new state, the previous pair's velocity). Each dropped set is counted (``incomplete_sets``).
+
+The nodes run at their deployed QoS (best effort, depth 1): every message goes out once through
+the harness's publishers, and the next one on a topic only once the node has taken the last
+(its status counts it), so the node sees them in the order sent, none replaced.
 """
 
 from __future__ import annotations
@@ -27,47 +31,30 @@ graph = graph_fixture(
 )
 
 
-@pytest.fixture
-def raw(graph):
-    """Publishers of the preprocess inputs that send any message, matched like the graph's."""
-    from std_msgs.msg import Float32MultiArray
-
-    publishers = {
-        port: graph.probe.publisher(f"{NAMESPACE}/preprocess/{port}", Float32MultiArray)
-        for port in ("state", "velocity")
-    }
-    for publisher in publishers.values():
-        graph.probe.wait_matched(publisher)
-    yield publishers
-    for publisher in publishers.values():
-        graph.probe.node.destroy_publisher(publisher)
-
-
 def floats(*values: float):
     from std_msgs.msg import Float32MultiArray
 
     return Float32MultiArray(data=array.array("f", values))
 
 
-def incomplete_sets(graph) -> int:
-    return sum(status.get("incomplete_sets", 0) for status in graph.status().values())
+def incomplete_sets(statuses) -> int:
+    return sum(status.get("incomplete_sets", 0) for status in statuses.values())
 
 
-def send_bad_pair(graph, raw, bad_port: str, bad_message, *, bad_first: bool) -> None:
-    """One pair of preprocess inputs of which ``bad_port`` carries ``bad_message``; nothing
-    may come out of it."""
+def send_bad_pair(graph, bad_port: str, bad_message, *, bad_first: bool) -> None:
+    """One pair of preprocess inputs of which ``bad_port`` carries ``bad_message``, one message
+    at a time, each taken before the next; nothing may come out of it."""
     state, velocity = torch.randn(6).tolist(), torch.randn(3).tolist()
     good = {"state": floats(*state), "velocity": floats(*velocity)}
     good[bad_port] = bad_message
     order = [bad_port, *(port for port in good if port != bad_port)]
     before = len(graph.received("policy/action"))
-    counted = incomplete_sets(graph)
+    counted = graph.wait_received()
     for port in order if bad_first else reversed(order):
-        raw[port].publish(good[port])
-        graph.probe.spin_for(0.05)
-    graph.probe.spin_until(
-        lambda: incomplete_sets(graph) > counted, 5, "the spoilt set to be counted"
-    )
+        graph.publish({f"{NAMESPACE}/preprocess/{port}": good[port]})
+        status = graph.wait_received()
+    assert incomplete_sets(status) == incomplete_sets(counted) + 1, "the spoilt set counted"
+    assert status["preprocess"]["runs"] == counted["preprocess"]["runs"], "a spoilt set ran"
     assert len(graph.received("policy/action")) == before, "a spoilt set was answered"
 
 
@@ -81,22 +68,22 @@ def assert_next_pair_is_answered_like_eager(graph, seed) -> None:
 
 @pytest.mark.parametrize("bad_first", [True, False], ids=["bad_first", "bad_last"])
 @pytest.mark.parametrize("bad_port", ["state", "velocity"])
-def test_a_nan_message_drops_its_whole_set(graph, seed, raw, bad_port, bad_first):
+def test_a_nan_message_drops_its_whole_set(graph, seed, bad_port, bad_first):
     assert_next_pair_is_answered_like_eager(graph, seed)
     size = 6 if bad_port == "state" else 3
-    send_bad_pair(graph, raw, bad_port, floats(math.nan, *[0.0] * (size - 1)), bad_first=bad_first)
+    send_bad_pair(graph, bad_port, floats(math.nan, *[0.0] * (size - 1)), bad_first=bad_first)
     assert_next_pair_is_answered_like_eager(graph, seed)
 
 
-def test_a_malformed_message_drops_its_whole_set(graph, seed, raw):
-    send_bad_pair(graph, raw, "state", floats(1.0, 2.0), bad_first=True)  # 2 of 6 elements
+def test_a_malformed_message_drops_its_whole_set(graph, seed):
+    send_bad_pair(graph, "state", floats(1.0, 2.0), bad_first=True)  # 2 of 6 elements
     assert_next_pair_is_answered_like_eager(graph, seed)
     assert sum(status["dropped"] for status in graph.status().values()) >= 1
 
 
-def test_sets_spoilt_in_a_row_are_each_dropped(graph, seed, raw):
+def test_sets_spoilt_in_a_row_are_each_dropped(graph, seed):
     for _ in range(5):
-        send_bad_pair(graph, raw, "state", floats(*[math.inf] * 6), bad_first=True)
+        send_bad_pair(graph, "state", floats(*[math.inf] * 6), bad_first=True)
     assert_next_pair_is_answered_like_eager(graph, seed)
 
 
@@ -116,12 +103,10 @@ def robot(tmp_path_factory):
 
 def _stamped_params(path):
     """Stamped inputs (TwistStamped for the command), gathered by stamp in the node that
-    reads them: preprocess, or the fused node; deep reliable queues, so that two instants in
-    flight at once both arrive."""
+    reads them: preprocess, or the fused node. No QoS override: two instants are in flight at
+    once in the node's gathering, not in its one-message queues (the messages go one at a
+    time, each taken before the next)."""
     import yaml
-
-    topics = [f"{ROBOT_NS}/preprocess/{t}" for t in ("joint_states", "imu", "cmd_vel")]
-    queues = {t: {"subscription": {"reliability": "reliable", "depth": 10}} for t in topics}
 
     def gathering():  # a new dict for each section: rcl refuses YAML aliases
         return {
@@ -131,7 +116,6 @@ def _stamped_params(path):
         }
 
     document = {
-        "/**": {"ros__parameters": {"qos_overrides": queues}},
         f"{ROBOT_NS}/preprocess": {"ros__parameters": gathering()},
         f"{ROBOT_NS}/leapp_fused": {"ros__parameters": gathering()},
     }
@@ -141,24 +125,13 @@ def _stamped_params(path):
 
 @pytest.fixture(scope="module", params=["processes", "composed", "fused"])
 def stamped(request, robot, tmp_path_factory):
-    from geometry_msgs.msg import TwistStamped
-    from sensor_msgs.msg import Imu, JointState
 
     from leapp_ros.testing import MODES, GraphUnderTest
 
     params = _stamped_params(tmp_path_factory.mktemp("stamped") / "params.yaml")
     with GraphUnderTest(robot.path, params_file=params, **MODES[request.param]) as graph:
-        publishers = {
-            name: graph.probe.publisher(f"{ROBOT_NS}/preprocess/{topic}", kind)
-            for name, topic, kind in (
-                ("joints", "joint_states", JointState),
-                ("imu", "imu", Imu),
-                ("twist", "cmd_vel", TwistStamped),
-            )
-        }
-        for publisher in publishers.values():
-            graph.probe.wait_matched(publisher)
-        yield graph, publishers
+        topics = {"joints": "joint_states", "imu": "imu", "twist": "cmd_vel"}
+        yield graph, {name: f"{ROBOT_NS}/preprocess/{topic}" for name, topic in topics.items()}
 
 
 def robot_messages(robot, inputs, stamp_ns: int, jitter_ns=(0, 0, 0)):
@@ -197,19 +170,18 @@ def fresh_robot_inputs(generator):
     )
 
 
-def send_in_order(graph, publishers, order):
+def send_in_order(graph, topics, order):
+    """Each message once, taken by the node (its status counts it) before the next goes."""
     for name, message in order:
-        publishers[name].publish(message)
-        graph.probe.spin_for(0.02)
+        graph.publish({topics[name]: message})
+        graph.wait_received()
 
 
 def commands_after(graph, before: int, count: int) -> list[torch.Tensor]:
-    key = "policy/joint_targets"
-    graph.probe.spin_until(
-        lambda: len(graph.received(key)) >= before + count, 10, f"{count} command(s)"
-    )
-    graph.probe.spin_for(0.3)  # and no more than that
-    received = graph.received(key)
+    """The commands since ``before``: every message sent has been taken, so no more can come
+    of them than there are now."""
+    graph.wait_received()
+    received = graph.received("policy/joint_targets")
     assert len(received) == before + count, f"{len(received) - before} commands, not {count}"
     return received[before:]
 
@@ -223,7 +195,7 @@ def assert_commands_are_eager(robot, commands, inputs) -> None:
 
 
 def test_interleaved_instants_with_jittered_stamps_pair_by_stamp(stamped, robot):
-    graph, publishers = stamped
+    graph, topics = stamped
     generator = torch.Generator().manual_seed(1)
     base = 1_000 * TICK_NS
     inputs = [fresh_robot_inputs(generator) for _ in range(3)]
@@ -234,12 +206,10 @@ def test_interleaved_instants_with_jittered_stamps_pair_by_stamp(stamped, robot)
     ]
     before = len(graph.received("policy/joint_targets"))
     # one instant, then two in flight at once: by arrival the second set would mix them
-    send_in_order(
-        graph, publishers, [(name, ticks[0][name]) for name in ("imu", "twist", "joints")]
-    )
+    send_in_order(graph, topics, [(name, ticks[0][name]) for name in ("imu", "twist", "joints")])
     send_in_order(
         graph,
-        publishers,
+        topics,
         [
             ("joints", ticks[1]["joints"]),
             ("imu", ticks[1]["imu"]),
@@ -253,18 +223,18 @@ def test_interleaved_instants_with_jittered_stamps_pair_by_stamp(stamped, robot)
 
 
 def test_a_nan_joint_state_drops_its_instant_and_the_next_one_is_exact(stamped, robot):
-    graph, publishers = stamped
+    graph, topics = stamped
     generator = torch.Generator().manual_seed(2)
     base = 5_000 * TICK_NS
     spoilt, good = fresh_robot_inputs(generator), fresh_robot_inputs(generator)
     spoilt[0][2] = math.nan
     first = robot_messages(robot, spoilt, base, (0, 1_000_000, -1_000_000))
     second = robot_messages(robot, good, base + TICK_NS, (1_000_000, 0, 0))
-    counted = incomplete_sets(graph)
+    counted = incomplete_sets(graph.wait_received())
     before = len(graph.received("policy/joint_targets"))
     send_in_order(
         graph,
-        publishers,
+        topics,
         [
             ("imu", first["imu"]),
             ("joints", first["joints"]),  # NaN: spoils the instant, imu already came
@@ -275,6 +245,4 @@ def test_a_nan_joint_state_drops_its_instant_and_the_next_one_is_exact(stamped, 
         ],
     )
     assert_commands_are_eager(robot, commands_after(graph, before, 1), [good])
-    graph.probe.spin_until(
-        lambda: incomplete_sets(graph) > counted, 5, "the spoilt instant to be counted"
-    )
+    assert incomplete_sets(graph.status()) == counted + 1, "the spoilt instant counted"

@@ -110,26 +110,35 @@ def test_composed_nodes_publish_an_intermediate_only_while_someone_else_subscrib
                 node.destroy_node()
 
 
-def test_a_subscriber_count_follows_subscriptions_as_they_match_and_leave():
-    """Over real DDS: the count a publisher's matched events keep is what
-    ``get_subscription_count`` says, once a subscription of another participant matched and
-    once it left."""
+def test_a_match_count_follows_endpoints_as_they_match_and_leave():
+    """Over real DDS: the counts that a publisher's and a subscription's matched events keep
+    are what ``get_subscription_count`` / ``get_publisher_count`` say, once an endpoint of
+    another participant matched and once it left."""
     from std_msgs.msg import String
 
-    from leapp_ros.node.subscriber_count import SubscriberCount
+    from leapp_ros.node.match_count import MatchCount
 
     with reserve_domain_id() as domain_id, Probe(domain_id) as probe, Probe(domain_id, "b") as b:
-        count = SubscriberCount()
+        subscribers, publishers = MatchCount(), MatchCount()
         publisher = probe.node.create_publisher(
-            String, "/count_test", 10, event_callbacks=count.callbacks()
+            String, "/count_test", 10, event_callbacks=subscribers.publisher_callbacks()
         )
-        assert count() == 0
-        subscription = b.node.create_subscription(String, "/count_test", lambda _: None, 10)
+        subscription = probe.node.create_subscription(
+            String, "/other_test", lambda _: None, 10,
+            event_callbacks=publishers.subscription_callbacks(),
+        )  # fmt: skip
+        assert subscribers() == publishers() == 0
+        theirs = b.node.create_subscription(String, "/count_test", lambda _: None, 10)
+        their_publisher = b.node.create_publisher(String, "/other_test", 10)
 
         def settled(expected):
-            b.spin_for(0.05)
-            return count() == expected == publisher.get_subscription_count()
+            b.executor.spin_once(timeout_sec=0)  # (b's side needs spinning too)
+            return (
+                subscribers() == expected == publisher.get_subscription_count()
+                and publishers() == expected == subscription.get_publisher_count()
+            )
 
-        probe.spin_until(lambda: settled(1), 10, "the match")
-        b.node.destroy_subscription(subscription)
-        probe.spin_until(lambda: settled(0), 10, "the subscription leaving")
+        probe.spin_until(lambda: settled(1), 10, "the matches")
+        b.node.destroy_subscription(theirs)
+        b.node.destroy_publisher(their_publisher)
+        probe.spin_until(lambda: settled(0), 10, "the endpoints leaving")

@@ -1,7 +1,8 @@
 """A graph spread over two hosts: ``leapp-ros run EXPORT --nodes preprocess`` on host a and
 ``--nodes policy`` on host b, two network namespaces joined by a veth pair and nothing else
 (test/support/netns.py), talking over DDS on UDPv4 only. A client on host a feeds the seed
-pipeline and reads its actions (test/support/multi_host_client.py); eager PyTorch is the oracle.
+pipeline and reads its actions (test/support/multi_host_client.py), once each, at the nodes'
+deployed QoS; eager PyTorch is the oracle.
 
 Skipped where namespaces cannot be made (not root, no ``ip``, not permitted).
 """
@@ -28,7 +29,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 CLIENT = Path(__file__).parents[1] / "support" / "multi_host_client.py"
 START_S = 60.0  # a node process is ready within this
-ANSWER_S = 20.0  # the first action after discovery (or a restart) arrives within this
+ANSWER_S = 60.0  # a generous bound on one answer (discovery, a restart, a lease ending)
 
 
 class Client:
@@ -146,13 +147,16 @@ def fresh_inputs(seed, number: int) -> dict:
     return {"state": state.tolist(), "velocity": velocity.tolist(), "expect": action.tolist()}
 
 
-def assert_answered_like_eager(graph: Graph, command: dict) -> None:
+def assert_answered_like_eager(graph: Graph, command: dict) -> dict:
+    """The client's answer to ``command``, sent once: its action equal to eager PyTorch's."""
     answer = graph.ask({**command, "timeout_s": ANSWER_S}, ANSWER_S + 10)
     assert answer["action"] is not None, (
-        f"no action equal to eager PyTorch within {ANSWER_S} s; last received {answer['last']}"
-        f"\nhost a:\n{graph.a.output[-3000:]}\nhost b:\n{graph.b.output[-3000:]}"
+        f"no action equal to eager PyTorch within {ANSWER_S} s ({answer['why']}); last "
+        f"received {answer['last']}\nhost a:\n{graph.a.output[-3000:]}\nhost b:\n"
+        f"{graph.b.output[-3000:]}"
     )
     torch.testing.assert_close(torch.tensor(answer["action"]), torch.tensor(command["expect"]))
+    return answer
 
 
 def test_hosts_have_only_the_link_between_them(hosts):
@@ -170,22 +174,28 @@ def test_actions_computed_across_the_link_equal_eager_pytorch(graph, seed):
 
 
 def test_nothing_crosses_while_the_link_is_down_and_traffic_resumes_when_it_is_up(graph, seed):
-    command = fresh_inputs(seed, 10)
-    assert_answered_like_eager(graph, command)
+    assert_answered_like_eager(graph, fresh_inputs(seed, 10))
+    cut_off = fresh_inputs(seed, 11)
     graph.hosts.set_link("a", up=False)
-    try:
-        answer = graph.ask({**fresh_inputs(seed, 11), "listen_s": 2.0}, 15)
+    try:  # a pair with the link down: best effort, it is gone unless another way exists
+        assert graph.ask({**cut_off, "publish_only": True}, 30) == {"published": True}
     finally:
         graph.hosts.set_link("a", up=True)
-    assert answer["actions"] == [], "actions arrived with the link down: not over the veth"
     assert pid_alive(graph.b.started_pids()["policy"]), "the policy node died meanwhile"
-    assert_answered_like_eager(graph, fresh_inputs(seed, 12))
+    # every action received from the cut-off pair until the next pair's answer: had the pair
+    # found another way than the veth (shared memory), its answer would be among them
+    answer = assert_answered_like_eager(graph, fresh_inputs(seed, 12))
+    expected = torch.tensor(cut_off["expect"])
+    crossed = [a for a in answer["actions"] if torch.allclose(torch.tensor(a), expected)]
+    assert crossed == [], "an answer to inputs sent with the link down: not over the veth"
 
 
 def test_a_killed_node_on_the_other_host_is_restarted_and_answers_again(graph, seed):
     assert_answered_like_eager(graph, fresh_inputs(seed, 20))
     old = graph.b.started_pids()["policy"]
     mark = len(graph.b.lines)
+    # its endpoints stay matched until their lease ends: the client waits for them to go
+    assert graph.ask({"forget": "policy"}, 10)["forgotten"] > 0
     os.kill(old, signal.SIGKILL)
     graph.b.wait_for(r"'policy' is ready again", START_S, mark)
     assert not pid_alive(old) and graph.b.started_pids()["policy"] != old

@@ -6,26 +6,28 @@ the fused node (the whole pipeline) fire on a state and a velocity. When both ar
 executor calls one of the two callbacks and that callback takes the other message itself; the
 set fires once, like eager PyTorch. A partner that has not arrived is left to the executor,
 and a waiting partner that is rejected spoils its set exactly as when the executor hands it
-over.
+over. The node keeps its deployed QoS; "waiting in the reader" is an rcl wait set on the
+node's subscriptions that takes nothing, not a pause.
 """
 
 from __future__ import annotations
 
 import array
+import contextlib
 import math
-import time
 
 import pytest
 import torch
 from support.ros import eager_seed
 
 from leapp_ros.testing import Probe, reserve_domain_id
+from leapp_ros.testing.delivery import connection_gaps
 
 pytestmark = pytest.mark.ros
 
 NAMESPACE = "/torch_pipeline"
 INPUTS = ("state", "velocity")
-WAIT_S = 0.5  # long enough for a localhost message to be waiting in the node's reader
+WAIT_S = 20.0  # a generous bound on any one event
 
 
 def floats(values):
@@ -63,19 +65,49 @@ class Subject:
             self.result = f"{NAMESPACE}/preprocess/obs"
         self.kind, self.probe, self.sender = kind, probe, sender
         self.calls = dict.fromkeys(INPUTS, 0)  # messages the executor handed over, per input
+        self.inputs = []
         for subscription in self.node.subscriptions:
             port = subscription.topic_name.rsplit("/", 1)[1]
             if port in INPUTS:
                 subscription.callback = self._counted(port, subscription.callback)
+                self.inputs.append(subscription)
         probe.executor.add_node(self.node)
         self.publishers = {
             port: sender.publisher(f"{NAMESPACE}/preprocess/{port}", Float32MultiArray)
             for port in INPUTS
         }
         self.inbox = sender.subscribe(self.result, Float32MultiArray)
-        for publisher in self.publishers.values():
-            sender.wait_matched(publisher)
-        probe.spin_for(0.2)  # discovery and the first status before anything is counted
+        probe.spin_until(self.connected, WAIT_S, "every hop matched both ways")
+
+    def connected(self) -> bool:
+        """Whether the sender's endpoints and the node have matched each other both ways."""
+        self.sender.executor.spin_once(timeout_sec=0)
+        records = {record["node"]: record for record in self.node._status_records("ready")}
+        publishers = [(p.topic_name, p.get_subscription_count()) for p in self.publishers.values()]
+        return not connection_gaps(records, publishers, [(self.inbox.topic, self.inbox.matched())])
+
+    def waiting(self) -> list[str]:
+        """The node's inputs with a message waiting in their reader, asked of an rcl wait set
+        on them alone (nothing is taken; the node's executor does not spin)."""
+        from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+
+        with contextlib.ExitStack() as stack:
+            handles = [s.handle for s in self.inputs]
+            for handle in handles:
+                stack.enter_context(handle)
+            stack.enter_context(self.probe.context.handle)
+            wait_set = _rclpy.WaitSet(len(handles), 0, 0, 0, 0, 0, self.probe.context.handle)
+            wait_set.clear_entities()
+            for handle in handles:
+                wait_set.add_subscription(handle)
+            wait_set.wait(0)
+            ready = wait_set.get_ready_entities("subscription")
+            return [s.topic_name for s, h in zip(self.inputs, handles, strict=True)
+                    if h.pointer in ready]  # fmt: skip
+
+    def wait_waiting(self, count: int) -> None:
+        """Until ``count`` inputs have a message waiting (the node's executor stays still)."""
+        self.sender.spin_until(lambda: len(self.waiting()) >= count, WAIT_S, "waiting messages")
 
     def _counted(self, port, callback):
         def on_message(message):
@@ -88,10 +120,10 @@ class Subject:
         self.publishers[port].publish(floats(values))
 
     def spin_until(self, condition, what):
-        self.probe.spin_until(condition, 10, what)
+        self.probe.spin_until(condition, WAIT_S, what)
 
     def answer(self, count):
-        self.sender.spin_until(lambda: len(self.inbox) >= count, 10, f"{self.result}")
+        self.sender.spin_until(lambda: len(self.inbox) >= count, WAIT_S, f"{self.result}")
         return torch.tensor(self.inbox[count - 1].data)
 
     def expected(self, seed, state, velocity):
@@ -119,9 +151,9 @@ def test_a_set_whose_messages_wait_fires_once_from_one_executor_callback(subject
         runs, calls = subject.data.runs, sum(subject.calls.values())
         subject.send("state", state.tolist())
         subject.send("velocity", velocity.tolist())
-        time.sleep(WAIT_S)  # both wait in the node's readers; nothing spins it meanwhile
+        subject.wait_waiting(2)  # both wait in the node's readers; nothing spins it meanwhile
         subject.spin_until(lambda r=runs: subject.data.runs > r, "the set to fire")
-        subject.probe.spin_for(0.1)  # the executor's own event for the taken message
+        assert subject.waiting() == [], "a message is left for the executor to hand over"
         assert subject.data.runs == runs + 1
         assert sum(subject.calls.values()) == calls + 1, subject.calls
         torch.testing.assert_close(
@@ -133,8 +165,7 @@ def test_a_partner_that_has_not_arrived_is_left_to_the_executor(subject, seed):
     state, velocity = torch.randn(6), torch.randn(3)
     subject.send("state", state.tolist())
     subject.spin_until(lambda: subject.calls["state"] == 1, "the state")
-    subject.probe.spin_for(0.1)
-    assert subject.data.runs == 0, "fired without a velocity"
+    assert subject.data.runs == 0, "fired without a velocity"  # (it fires in the callback)
     subject.send("velocity", velocity.tolist())
     subject.spin_until(lambda: subject.data.runs == 1, "the set to fire")
     assert subject.calls == {"state": 1, "velocity": 1}
@@ -149,9 +180,9 @@ def test_a_rejected_waiting_partner_spoils_its_set_once(subject, seed, bad):
     for port in INPUTS:
         values = [math.nan] * sizes[port] if port == bad else [0.5] * sizes[port]
         subject.send(port, values)
-    time.sleep(WAIT_S)
+    subject.wait_waiting(2)
     subject.spin_until(lambda: subject.data.incomplete_sets == 1, "the spoilt set")
-    subject.probe.spin_for(0.1)
+    assert subject.waiting() == [], "a message is left for the executor to hand over"
     assert (subject.data.runs, subject.data.nonfinite_inputs) == (0, 1)
     assert sum(subject.calls.values()) == 1, subject.calls  # the partner was taken, not handed
     state, velocity = torch.randn(6), torch.randn(3)

@@ -246,7 +246,6 @@ def policy_node(seed, probe, *parameters):
         context=probe.context,
         parameter_overrides=[
             Parameter("spec_path", Parameter.Type.STRING, spec_path),
-            Parameter(f"qos_overrides.{OBS}.subscription.reliability", value="reliable"),
             *parameters,
         ],
     )
@@ -256,7 +255,8 @@ def policy_node(seed, probe, *parameters):
 
 @pytest.fixture(scope="module")
 def live(seed):
-    """The seed's policy node on the raw path, spun with a probe in a domain of its own."""
+    """The seed's policy node on the raw path (at its deployed QoS), spun with a probe in a
+    domain of its own, every hop matched both ways."""
     from std_msgs.msg import Float32MultiArray
 
     with reserve_domain_id() as domain_id, Probe(domain_id) as probe:
@@ -270,8 +270,7 @@ def live(seed):
             probe.node.create_subscription(
                 Float32MultiArray, ACTION, recorded.append, qos(depth=1000), raw=True
             )
-            for publisher in (typed, raw):
-                probe.wait_matched(publisher)
+            probe.wait_connected(NAMESPACE, ["policy"])  # the node took both publishers
             probe.spin_until(lambda: node._output_publishers[0].get_subscription_count() >= 2,
                              20, "the action's subscribers")  # fmt: skip
             yield type("Live", (), dict(locals()))
@@ -350,17 +349,25 @@ def test_ros2_topic_echo_shows_what_the_raw_node_published(seed, live):
     if ROS2 is None:
         pytest.skip("the ros2 CLI is not installed (scripts/setup.sh with ../shared/ros2-launch)")
     obs = eager_seed(seed, torch.randn(6), torch.randn(3))[0]
+    publisher = live.node._output_publishers[0]
+    readers = publisher.get_subscription_count()
+    # the echo's own subscription reliable: once the node's publisher has matched it, the
+    # echo asks for what it missed; so one action is enough
     echo = subprocess.Popen(
         [ROS2, "topic", "echo", ACTION, "std_msgs/msg/Float32MultiArray", "--once",
-         "--no-daemon", "--spin-time", "3", "--timeout", "30"],
+         "--qos-reliability", "reliable", "--no-daemon", "--timeout", "60"],
         env=ros_env(live.domain_id), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 40
-    while echo.poll() is None:  # keep answering until the CLI has seen one action
-        assert time.monotonic() < deadline, "ros2 topic echo saw no action"
-        live.typed.publish(Float32MultiArray(data=obs.tolist()))
-        live.probe.spin_for(0.1)
-    out, err = echo.communicate()
+    try:
+        live.probe.spin_until(
+            lambda: publisher.get_subscription_count() > readers or echo.poll() is not None,
+            60,
+            "ros2 topic echo to subscribe",
+        )
+        answer(live, Float32MultiArray(data=obs.tolist()))
+        out, err = echo.communicate(timeout=60)
+    finally:
+        echo.kill()
     assert echo.returncode == 0, out + err
     document = yaml.safe_load(out.split("\n---")[0])
     assert torch.allclose(torch.tensor(document["data"]), eager_action(seed, obs), atol=1e-5)
@@ -389,15 +396,10 @@ def test_the_typed_path_answers_where_raw_is_off_or_unavailable(seed, fallback, 
             assert not node._writers[0].raw
             publisher = probe.publisher(OBS, Float32MultiArray)
             actions = probe.subscribe(ACTION, Float32MultiArray)
-            probe.wait_matched(publisher)
+            probe.wait_connected(NAMESPACE, ["policy"])
             obs = eager_seed(seed, torch.randn(6), torch.randn(3))[0]
-
-            def answered() -> bool:
-                publisher.publish(Float32MultiArray(data=obs.tolist()))
-                probe.spin_for(0.05)
-                return bool(actions)
-
-            probe.spin_until(answered, 20, "an action")
+            publisher.publish(Float32MultiArray(data=obs.tolist()))
+            probe.spin_until(lambda: actions, 20, "an action")
             expected = eager_action(seed, obs)
             assert torch.allclose(torch.tensor(actions[-1].data), expected, atol=1e-5)
         finally:

@@ -218,9 +218,9 @@ def check_obs_only_while_echoed(
     seed: SimpleNamespace, probe: Probe, echo: Probe, obs_publisher: Any, local_readers: int
 ) -> None:
     """Drive the seed's nodes, spun by ``probe`` and publishing ``obs`` on ``obs_publisher``,
-    over real DDS: with only ``local_readers`` subscribed to ``obs``, no ``obs`` goes to the
-    middleware and every action equals eager PyTorch's; once ``echo`` subscribes, it gets every
-    ``obs``, equal to eager PyTorch's."""
+    over real DDS at their deployed QoS: with only ``local_readers`` subscribed to ``obs``, no
+    ``obs`` goes to the middleware and every action equals eager PyTorch's; once ``echo``
+    subscribes, it gets every ``obs``, equal to eager PyTorch's."""
     import time
 
     from std_msgs.msg import Float32MultiArray
@@ -240,8 +240,7 @@ def check_obs_only_while_echoed(
         probe.publisher(f"/torch_pipeline/preprocess/{port}", Float32MultiArray)
         for port in ("state", "velocity")
     ]
-    for publisher in inputs:
-        probe.wait_matched(publisher)
+    probe.wait_connected("/torch_pipeline", ["preprocess", "policy"])  # both ways
 
     def exchange(count: int, seen: list | None = None) -> list:
         """``count`` input pairs, each until its action (and, given ``seen``, the echo's obs)
@@ -262,12 +261,11 @@ def check_obs_only_while_echoed(
     assert sent == [] and obs_publisher.get_subscription_count() == local_readers
 
     seen = echo.subscribe("/torch_pipeline/preprocess/obs", Float32MultiArray)
-    wait(lambda: obs_publisher.get_subscription_count() == local_readers + 1, "the echo")
-    while not seen:  # until the echo has matched the publisher too
-        publish(Float32MultiArray())
-        wait(lambda: True, "")
-        echo.spin_for(0.05)
-    seen.clear()
+    # both ways (the echo is reliable: it asks for what it missed once it matched)
+    wait(
+        lambda: obs_publisher.get_subscription_count() == local_readers + 1 and seen.matched(),
+        "the echo",
+    )
     expected = exchange(5, seen)
     assert len(sent) == 5
     for message, (obs, _) in zip(seen[-5:], expected, strict=True):

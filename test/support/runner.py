@@ -182,35 +182,62 @@ class Command:
 
 class SeedIO:
     """Feeds the seed pipeline under ``namespace`` and reads its action, through a
-    :class:`ros_support.Probe` (spun by the caller's thread, in the caller's domain)."""
+    :class:`ros_support.Probe` (spun by the caller's thread, in the caller's domain), at the
+    nodes' deployed QoS: each pair goes out once, on hops matched both ways."""
 
     def __init__(self, probe: Probe, namespace: str = "/torch_pipeline"):
         from std_msgs.msg import Float32MultiArray
 
         self.probe = probe
+        self.namespace = namespace
         self._message = Float32MultiArray
         self._state = probe.publisher(f"{namespace}/preprocess/state", Float32MultiArray)
         self._velocity = probe.publisher(f"{namespace}/preprocess/velocity", Float32MultiArray)
         self._actions = probe.subscribe(f"{namespace}/policy/action", Float32MultiArray)
 
+    def connected(self) -> list[str]:
+        """What is missing before a pair can go out: a node that reads the inputs or writes
+        the action (by the status records), or a hop not matched both ways."""
+        ready = [s for s in self.probe.watch_status(self.namespace).values()
+                 if s.get("state") == "ready"]  # fmt: skip
+        read = {topic for record in ready for topic in record.get("publishers", {})}
+        written = {topic for record in ready for topic in record.get("subscribers", {})}
+        missing = [p.topic_name for p in (self._state, self._velocity) if p.topic_name not in read]
+        missing += [] if self._actions.topic in written else [self._actions.topic]
+        if missing:
+            return [f"a ready node on {', '.join(missing)}"]
+        return self.probe.connection_gaps(self.namespace)
+
     def step(
         self, state: torch.Tensor, velocity: torch.Tensor, expected: torch.Tensor, timeout_s: float
     ) -> torch.Tensor:
-        """Publish ``state`` and ``velocity`` (again every 0.2 s) until an action close to
-        ``expected`` arrives; that action. Actions answering earlier inputs are skipped."""
-        self._actions.clear()
+        """Wait until the hops are matched both ways, publish ``state`` and ``velocity`` once
+        and return the first action close to ``expected`` (earlier ones are skipped)."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for publisher, values in ((self._state, state), (self._velocity, velocity)):
-                message = self._message()
-                message.data = array.array("f", values.numpy().astype("float32").tobytes())
-                publisher.publish(message)
-            self.probe.spin_for(0.2)
+        while gaps := self.connected():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not connected within {timeout_s} s: {'; '.join(gaps)}")
+            self.probe.executor.spin_once(timeout_sec=0.05)
+        self._actions.clear()
+        for publisher, values in ((self._state, state), (self._velocity, velocity)):
+            message = self._message()
+            message.data = array.array("f", values.numpy().astype("float32").tobytes())
+            publisher.publish(message)
+
+        def answer() -> torch.Tensor | None:
             for message in self._actions:
                 action = torch.tensor(list(message.data))
                 if action.shape == expected.shape and torch.allclose(action, expected, atol=1e-5):
                     return action
-        received = [list(message.data) for message in self._actions[-3:]]
-        raise AssertionError(
-            f"no action close to {expected.tolist()} within {timeout_s} s; last ones: {received}"
-        )
+            return None
+
+        while (action := answer()) is None:
+            if time.monotonic() > deadline:
+                received = [list(message.data) for message in self._actions[-3:]]
+                statuses = self.probe.watch_status(self.namespace)
+                raise AssertionError(
+                    f"no action close to {expected.tolist()} within {timeout_s} s; last ones: "
+                    f"{received}; statuses: {statuses}"
+                )
+            self.probe.executor.spin_once(timeout_sec=0.05)
+        return action

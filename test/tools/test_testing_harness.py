@@ -1,7 +1,8 @@
-"""leapp_ros.testing over real DDS: GraphUnderTest steps the seed pipeline over its topics (one
-process per node and composed) equal to eager PyTorch, checks topics against the plan, reports
-status, names silent topics on a timeout, fails when a node dies or cannot start, and leaves no
-process behind."""
+"""leapp_ros.testing over real DDS: GraphUnderTest runs the nodes at their deployed QoS (best
+effort subscriptions), steps the seed pipeline over its topics in every mode equal to eager
+PyTorch, uses every input of a recurrent graph exactly once, checks topics against the plan,
+reports status, names silent topics on a timeout, fails when a node dies or cannot start, and
+leaves no process behind."""
 
 from __future__ import annotations
 
@@ -29,16 +30,11 @@ from leapp_ros.testing import (
     StepTimeoutError,
     claim_domain_id,
     graph_fixture,
-    prime,
     reserve_domain_id,
 )
+from leapp_ros.testing.delivery import connection_gaps, receipt_gaps
 from leapp_ros.testing.probe import LOCK_FOLDER, SHELL_DOMAIN_IDS
-from leapp_ros.testing.topics import (
-    driven_outputs,
-    harness_parameters,
-    starved_nodes,
-    unready,
-)
+from leapp_ros.testing.topics import driven_outputs
 
 pytestmark = pytest.mark.ros
 
@@ -63,61 +59,108 @@ def test_driven_outputs_are_those_of_every_node_that_fires(seed):
     assert driven_outputs(plan, ["preprocess/state"]) == []
 
 
-def test_a_fed_node_that_did_not_publish_is_starved(seed):
-    plan = make_plan(load(seed.path))
-    given = {"preprocess/state", "preprocess/velocity"}
-    assert starved_nodes(plan, given, {"preprocess/obs"}) == ["policy"]
-    assert starved_nodes(plan, given, {"preprocess/obs", "policy/action"}) == []
-    assert starved_nodes(plan, given, set()) == []
+OBS, ACTION = "/torch_pipeline/preprocess/obs", "/torch_pipeline/policy/action"
+STATE, VELOCITY = "/torch_pipeline/preprocess/state", "/torch_pipeline/preprocess/velocity"
 
 
-class _SeesEverything:
-    """An rclpy node stand-in that has discovered every endpoint."""
-
-    def count_publishers(self, topic):
-        return 1
-
-    def count_subscribers(self, topic):
-        return 9
-
-
-def test_graph_is_not_ready_until_each_node_reports_its_outputs_matched(seed):
-    plan = make_plan(load(seed.path))
-    ready = {"state": "ready"}
-    statuses = {
-        "preprocess": {**ready, "subscribers": {"/torch_pipeline/preprocess/obs": 1}},
-        "policy": {**ready, "subscribers": {"/torch_pipeline/policy/action": 1}},
-    }
-    late = unready(plan, _SeesEverything(), statuses, {})
-    assert late == ["/torch_pipeline/preprocess/obs (its publisher matched 1 of 2 subscriptions)"]
-    statuses["preprocess"]["subscribers"]["/torch_pipeline/preprocess/obs"] = 2
-    assert unready(plan, _SeesEverything(), statuses, {}) == []
-
-
-def test_harness_parameters_make_node_subscriptions_reliable_and_keep_the_users(seed, tmp_path):
-    import yaml
-
-    user = tmp_path / "user.yaml"
-    user.write_text(
-        "/**:\n  ros__parameters:\n    max_input_age: 0.5\n    qos_overrides:\n"
-        "      /torch_pipeline/preprocess/state: {subscription: {reliability: best_effort}}\n"
-    )
-    written = harness_parameters(make_plan(load(seed.path)), tmp_path / "harness.yaml", user)
-    parameters = yaml.safe_load(written.read_text())["/**"]["ros__parameters"]
-    assert parameters == {
-        "max_input_age": 0.5,
-        "qos_overrides": {
-            f"/torch_pipeline/{topic}": {"subscription": {"reliability": reliability}}
-            for topic, reliability in (
-                ("preprocess/state", "best_effort"),
-                ("preprocess/velocity", "reliable"),
-                ("preprocess/obs", "reliable"),
-            )
+def seed_records(obs_readers=1, obs_writers=1, probe_readers=1, inputs=1):
+    """Status records of the seed's two nodes with the given matched counts."""
+    return {
+        "preprocess": {
+            "subscribers": {OBS: obs_readers},
+            "publishers": {STATE: inputs, VELOCITY: inputs},
         },
+        "policy": {"subscribers": {ACTION: probe_readers}, "publishers": {OBS: obs_writers}},
     }
 
 
-# --- the seed pipeline, one process per node and composed ------------------------------------
+def test_a_hop_is_connected_once_matched_on_both_sides():
+    probe_publishers, probe_subscriptions = [(STATE, 1), (VELOCITY, 1)], [(OBS, 1), (ACTION, 1)]
+    # policy and the probe read obs: its publisher must count two subscriptions
+    assert (
+        connection_gaps(seed_records(obs_readers=2), probe_publishers, probe_subscriptions) == []
+    )
+    assert connection_gaps(seed_records(obs_readers=1), probe_publishers, probe_subscriptions) == [
+        f"{OBS}: node 'preprocess' matched 1 of 2 subscriptions"
+    ]
+    # the probe's publisher counts preprocess, but preprocess has not matched the probe yet
+    assert connection_gaps(seed_records(obs_readers=2, inputs=0), probe_publishers) == [
+        f"{STATE}: node 'preprocess' matched 0 of 1 publishers",
+        f"{VELOCITY}: node 'preprocess' matched 0 of 1 publishers",
+    ]
+    assert connection_gaps(
+        seed_records(obs_readers=2, obs_writers=0), [(STATE, 0), (VELOCITY, 1)], [(ACTION, 0)]
+    ) == [
+        f"{OBS}: node 'policy' matched 0 of 1 publishers",
+        f"{STATE}: the test's publisher matched 0 of 1 subscriptions",
+        f"{ACTION}: the test's subscription matched 0 of 1 publishers",
+    ]
+
+
+def test_a_message_is_taken_once_the_status_counts_it_on_its_topic():
+    def records(state, velocity, obs, runs):
+        return {
+            "preprocess": {"runs": runs, "subscribers": {OBS: 2},
+                           "received_on": {STATE: state, VELOCITY: velocity}},
+            "policy": {"runs": 0, "subscribers": {ACTION: 1}, "received_on": {OBS: obs}},
+        }  # fmt: skip
+
+    sent = {STATE: 3, VELOCITY: 3}
+    assert receipt_gaps(records(3, 3, 3, runs=3), sent) == []
+    assert receipt_gaps(records(3, 2, 2, runs=2), sent) == [
+        f"{VELOCITY}: node 'preprocess' took 2 of 3 messages"
+    ]
+    # every input taken, and the run it caused not yet taken by the node fed by it
+    assert receipt_gaps(records(3, 3, 2, runs=3), sent) == [
+        f"{OBS}: node 'policy' took 2 of 3 messages"
+    ]
+
+
+def test_the_records_of_a_fused_node_count_only_when_they_are_of_one_tick():
+    fused = {"fused": "/torch_pipeline/leapp_fused"}
+    records = {
+        "preprocess": {**fused, "ticks": 3, "runs": 3, "received_on": {STATE: 3, VELOCITY: 3}},
+        "policy": {**fused, "ticks": 2, "runs": 2, "received_on": {}},
+    }
+    assert receipt_gaps(records, {STATE: 3, VELOCITY: 3}) == [
+        "/torch_pipeline/leapp_fused: records of ticks [2, 3]"
+    ]
+    records["policy"].update(ticks=3, runs=3)
+    assert receipt_gaps(records, {STATE: 3, VELOCITY: 3}) == []
+
+
+def test_an_endpoint_must_match_every_endpoint_discovered_on_its_topic():
+    # a killed policy's subscription stays discovered (and matched) until its lease ends: the
+    # restarted policy's counts only once preprocess matched it too, beside the dead one
+    records = seed_records(obs_readers=2)
+    discovered = {OBS: (1, 3)}  # the probe, the restarted policy, the dead one
+    assert connection_gaps(records, discovered=discovered) == [
+        f"{OBS}: node 'preprocess' matched 2 of 3 subscriptions"
+    ]
+    assert connection_gaps(seed_records(obs_readers=3), discovered=discovered) == []
+
+
+# --- the seed pipeline, in every mode ----------------------------------------------------------
+
+
+def test_the_nodes_keep_their_deployed_qos(graph):
+    """No parameter of the harness changes a node: its subscriptions are best effort and
+    volatile, its publishers reliable, as deployed (DESIGN.md "QoS"; discovery does not carry
+    the depth)."""
+    from rclpy.qos import DurabilityPolicy, ReliabilityPolicy
+
+    node = graph.probe.node
+    subscribed = [STATE, VELOCITY] + ([] if graph.fused else [OBS])
+    for topic in subscribed:
+        ours = [e for e in node.get_subscriptions_info_by_topic(topic)
+                if e.node_name != node.get_name()]  # fmt: skip
+        assert ours, topic
+        for endpoint in ours:
+            assert endpoint.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT, topic
+            assert endpoint.qos_profile.durability == DurabilityPolicy.VOLATILE, topic
+    for topic in (OBS, ACTION):
+        (endpoint,) = node.get_publishers_info_by_topic(topic)
+        assert endpoint.qos_profile.reliability == ReliabilityPolicy.RELIABLE, topic
 
 
 def test_step_returns_every_output_of_the_graph_equal_to_eager(graph, seed):
@@ -134,11 +177,35 @@ def test_each_step_yields_exactly_one_message_per_output(graph):
     before = {key: len(graph.received(key)) for key in graph.outputs}
     for _ in range(10):
         graph.step(seed_inputs())
-    graph.spin(0.3)
+    graph.wait_received()  # every input taken: nothing more can come of them
     assert {key: len(graph.received(key)) - before[key] for key in graph.outputs} == {
         "preprocess/obs": 10,
         "policy/action": 10,
     }
+
+
+def test_each_input_is_taken_exactly_once(graph):
+    graph.step(seed_inputs())
+    status = graph.wait_received()
+    sent = graph.endpoints.sent
+    assert status["preprocess"]["received_on"] == {STATE: sent[STATE], VELOCITY: sent[VELOCITY]}
+    if not graph.fused:  # (fused: policy takes obs in memory)
+        assert status["policy"]["received_on"] == {OBS: status["preprocess"]["runs"]}
+    assert status["preprocess"]["runs"] == sent[STATE] == len(graph.received("preprocess/obs"))
+
+
+def test_an_input_that_fires_nothing_is_counted_taken_and_answers_nothing(graph):
+    before = graph.wait_received()
+    published = {key: len(graph.received(key)) for key in graph.outputs}
+    graph.publish({"preprocess/state": torch.randn(6)})  # its partner never comes
+    after = graph.wait_received()
+    assert (
+        after["preprocess"]["received_on"][STATE] == before["preprocess"]["received_on"][STATE] + 1
+    )
+    assert after["preprocess"]["runs"] == before["preprocess"]["runs"]
+    assert {key: len(graph.received(key)) for key in graph.outputs} == published
+    out = graph.step(seed_inputs())  # the pair completes with the next velocity: a new set
+    assert set(out) == {"preprocess/obs", "policy/action"}
 
 
 def test_expect_topics_returns_the_planned_topics_and_types(graph, seed):
@@ -162,13 +229,9 @@ def test_expect_topics_names_a_topic_the_plan_does_not_have(graph):
 
 def test_status_counts_every_run_of_every_node(graph):
     graph.step(seed_inputs())
+    status = graph.wait_received()
     published = {key.split("/")[0]: len(graph.received(key)) for key in graph.outputs}
-    graph.probe.spin_until(
-        lambda: {node: s["runs"] for node, s in graph.status().items()} == published,
-        3,
-        f"statuses with every run {published}",
-    )
-    status = graph.status()
+    assert {node: s["runs"] for node, s in status.items()} == published
     assert all(s["state"] == "ready" and s["errors"] == s["dropped"] == 0 for s in status.values())
     # policy and the probe read obs (fused: the probe only, policy gets it in memory), the
     # probe reads action
@@ -320,31 +383,27 @@ def test_the_shells_domains_are_outside_the_reserved_ones():
     assert f"$(($$ % {count} + {low}))" in setup
 
 
-def test_priming_that_gets_no_answer_names_each_silent_topic():
+def test_a_connection_waits_for_the_nodes_to_match_a_new_publisher(graph):
     from std_msgs.msg import Float32MultiArray
 
-    with reserve_domain_id() as domain_id, Probe(domain_id) as probe:
-        answered = probe.subscribe("/primed/answered", Float32MultiArray)
-        silent = probe.subscribe("/primed/silent", Float32MultiArray)
-        echo = probe.publisher("/primed/answered", Float32MultiArray)
-        probe.wait_matched(echo)
-        with pytest.raises(AssertionError) as failure:
-            prime(probe, lambda: echo.publish(Float32MultiArray()), [answered, silent], 1.0)
-    assert str(failure.value) == (
-        "no output within 1.0 s of publishing inputs on /primed/silent (0 publishers), "
-        "(1 of 2 inboxes received)"
-    )
-
-
-def test_priming_that_gets_no_answer_names_each_nodes_counters(graph):
-    graph.step(seed_inputs())  # each node has run
     probe = graph.probe
-    probe.spin_for(1.3)  # a status record (one a second) of each node since its last run
+    extra = probe.publisher(STATE, Float32MultiArray)
+    try:
+        statuses = probe.wait_connected("/torch_pipeline", ["preprocess", "policy"])
+        assert statuses["preprocess"]["publishers"][STATE] >= 2  # the harness's and this one
+        assert extra.get_subscription_count() >= 1
+    finally:
+        probe.node.destroy_publisher(extra)
+
+
+def test_a_connection_that_never_comes_names_what_is_missing_and_each_nodes_counters(graph):
+    graph.step(seed_inputs())
+    graph.wait_received()  # the records count everything: no input comes after
     with pytest.raises(AssertionError) as failure:
-        prime(probe, lambda: None, [[]], 0.5)  # no input: nothing fires
+        graph.probe.wait_connected("/torch_pipeline", ["preprocess", "ghost"], timeout_s=0.5)
     message = str(failure.value)
-    assert message.startswith("no output within 0.5 s of publishing inputs on ")
-    for node, record in graph.status().items():  # no input since: the same counters
+    assert message.startswith("timed out after 0.5 s waiting for nodes ['ghost'] to be ready; ")
+    for node, record in graph.status().items():
         assert record["runs"] > 0 and record["dropped"] == record["errors"] == 0
         counters = ", ".join(
             f"{name} {record[name]}"
@@ -353,16 +412,16 @@ def test_priming_that_gets_no_answer_names_each_nodes_counters(graph):
         assert f"; /torch_pipeline/{node}: {counters}" in message, message
 
 
-def test_priming_stops_as_soon_as_the_check_fails():
-    from std_msgs.msg import Float32MultiArray
-
+def test_waiting_for_a_connection_stops_as_soon_as_the_check_fails():
     def dead() -> None:
         raise AssertionError("the graph process exited with 1")
 
-    with reserve_domain_id() as domain_id, Probe(domain_id) as probe:
-        silent = probe.subscribe("/primed/silent", Float32MultiArray)
-        with pytest.raises(AssertionError, match="exited with 1"):
-            prime(probe, lambda: None, [silent], 30.0, check=dead)
+    with (
+        reserve_domain_id() as domain_id,
+        Probe(domain_id) as probe,
+        pytest.raises(AssertionError, match="exited with 1"),
+    ):
+        probe.wait_connected("/nowhere", ["node"], timeout_s=30.0, check=dead)
 
 
 def test_processes_started_by_the_tests_can_be_stopped_with_sigint():
