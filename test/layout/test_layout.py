@@ -80,7 +80,6 @@ KNOWN_EXCEPTIONS = (
         }
     ),
     frozenset({"leapp_ros.testing.graph", "leapp_ros.testing.replay"}),  # issue 47: to be removed
-    "leapp_ros/testing/graph.py",  # issue 47: to be removed
     "leapp_ros/node/managed_node.py",  # issue 47: to be removed
     "leapp_ros/node/pipeline_node.py",  # issue 47: to be removed
     "leapp_ros/plan/pipeline.py",  # issue 47: to be removed

@@ -148,8 +148,11 @@ class ClosedLoop:
             lambda message: self.statuses.append(json.loads(message.data)),
             qos(depth=100, transient_local=True),
         )
-        for publisher in (self.joints, self.imu):
-            probe.wait_matched(publisher)
+        # matched both ways: the probe's publishers by the nodes, and the nodes' subscriptions
+        # by the probe's publishers (their status records count them), so no tick is lost
+        probe.spin_until(
+            lambda: not probe.connection_gaps(namespace), 20, "every hop matched both ways"
+        )
         for client in (self.enable, self.change_state):
             probe.spin_until(client.service_is_ready, 20, f"service {client.srv_name}")
 
