@@ -37,6 +37,7 @@ from types import SimpleNamespace
 import launch_testing
 import launch_testing.actions
 import launch_testing.asserts
+import rclpy.node
 import torch
 from launch.actions import (
     EmitEvent,
@@ -231,16 +232,41 @@ def bring_up_with_ros2_lifecycle(
         for port in ("state", "velocity")
     ]
 
-    def send_and_listen(pairs: int = 5) -> None:
+    topics = [f"{NAMESPACE}/preprocess/{port}" for port in ("state", "velocity")]
+    sent = dict.fromkeys(topics, 0)
+
+    def send(pairs: int = 5, taken: bool = True) -> None:
+        """``pairs`` input pairs; with ``taken``, each only once the nodes took the one before
+        (their subscriptions keep the newest message only, as deployed)."""
         for _ in range(pairs):
             for publisher, size in zip(inputs, (6, 3), strict=True):
                 values = array.array("f", torch.randn(size).tolist())
                 publisher.publish(Float32MultiArray(data=values))
-            probe.spin_for(0.1)
+                sent[publisher.topic_name] += 1
+            if taken:
+                probe.wait_received(NAMESPACE, sent, timeout_s=30)
 
     states = ros2_lifecycle(domain_id, nodes)
     case.assertEqual([state.split()[0] for state in states], ["unconfigured"] * len(nodes))
-    send_and_listen()
+
+    # Unconfigured, a node has its lifecycle services and no data subscription: once the probe
+    # sees the services (the node's endpoints discovered), no input topic may list the node,
+    # so what is sent now cannot reach it.
+    def discovered() -> bool:
+        for name in names:
+            try:
+                services = probe.node.get_service_names_and_types_by_node(name, NAMESPACE)
+            except rclpy.node.NodeNameNonExistentError:
+                return False
+            if f"{NAMESPACE}/{name}/change_state" not in {service for service, _ in services}:
+                return False
+        return True
+
+    probe.spin_until(discovered, 30, "the probe to discover the unconfigured nodes")
+    for topic in topics:
+        readers = {info.node_name for info in probe.node.get_subscriptions_info_by_topic(topic)}
+        case.assertFalse(readers & set(names), f"an unconfigured node subscribes to {topic}")
+    send(taken=False)  # to no one: no node subscribes
     case.assertEqual({t: len(m) for t, m in published.items()}, dict.fromkeys(OUTPUTS, 0))
     case.assertEqual(statuses, {}, "a node published its status before configure")
 
@@ -248,9 +274,11 @@ def bring_up_with_ros2_lifecycle(
     # the nodes' status records: a `get` costs seconds of discovery)
     ros2_lifecycle(domain_id, nodes, "configure")
     probe.wait_ready(NAMESPACE, NODES, timeout_s=30)  # configured: status "ready"
-    for publisher in inputs:
-        probe.wait_matched(publisher)  # the nodes subscribe once configured
-    send_and_listen()
+    probe.spin_until(
+        lambda: not probe.connection_gaps(NAMESPACE), 30, "every hop matched both ways"
+    )  # the nodes subscribe once configured
+    sent = dict.fromkeys(topics, 0)  # the nodes count what they took since they subscribed
+    send()  # inactive, the nodes take every input (their records count it) and answer none
     case.assertEqual({t: len(m) for t, m in published.items()}, dict.fromkeys(OUTPUTS, 0))
     case.assertEqual({statuses[n].get("lifecycle") for n in NODES}, {"inactive"})
 
