@@ -93,10 +93,6 @@ SPEC_FILE = @SPEC_LITERAL@  # in share/<package>/export
 LAUNCH_FILES = @LAUNCH_FILES@
 DOMAIN_ID = int(os.environ.get("ROS_DOMAIN_ID") or random.randint(1, 100))
 TIMEOUT_S = 60.0  # for the graph to be ready, and for each tick's outputs
-# A node that has not answered a tick's inputs after this long gets them again (the first
-# messages after discovery can be lost: the nodes subscribe best effort). Repeating an input
-# cannot make a node run twice: it runs once every triggering input is new.
-RESEND_S = 2.0
 RTOL, ATOL = 1e-3, 1e-5  # as leapp's export validation
 TICKS, SEED = 20, 0  # random ticks after the recorded examples (alone without them)
 BAG = os.environ.get("LEAPP_REPLAY_BAG")  # a recorded rosbag2 folder to replay instead
@@ -176,6 +172,7 @@ class Replay:
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.ready = set()
+        self.statuses = {}  # the latest status record of each pipeline node
         status = self.plan.resolve(STATUS_TOPIC)
         self.node.create_subscription(String, status, self._on_status, _qos(100, latched=True))
 
@@ -189,6 +186,7 @@ class Replay:
 
     def _on_status(self, message):
         status = json.loads(message.data)
+        self.statuses[status.get("node")] = status
         if status.get("state") == "ready":
             self.ready.add(status.get("node"))
 
@@ -198,11 +196,6 @@ class Replay:
         while not condition():
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-            self.executor.spin_once(timeout_sec=0.02)
-
-    def spin_for(self, seconds):
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
             self.executor.spin_once(timeout_sec=0.02)
 
     def wait_ready(self):
@@ -280,6 +273,8 @@ class Replay:
         """Publish ``given(tick, node, port)`` on the external inputs of the ``driven`` nodes
         for ``count`` ticks, wait for each tick's outputs, and compare them with
         ``expected(tick, node, port)``; a mismatch names ``sample(tick)`` and the topic."""
+        from leapp_ros.node.match_count import MatchCount
+        from leapp_ros.testing.delivery import connection_gaps
         from leapp_ros.testing.topics import InputSender, OutputReader
 
         watched = [(node, port) for node in driven for port in node.outputs]
@@ -294,37 +289,46 @@ class Replay:
                 resolved = self.plan.resolve(topic)
                 publisher = self.node.create_publisher(sender.message_class, resolved, _qos(10))
                 publishers.append((node, sender, publisher))
-        inboxes = []
+        inboxes, matched = [], []
         for node, port in watched:
-            inbox = []
+            inbox, count_publishers = [], MatchCount()
             topic = self.plan.resolve(port.topic)
             reader = OutputReader(port)
-            self.node.create_subscription(reader.message_class, topic, inbox.append, _qos(100))
+            self.node.create_subscription(
+                reader.message_class, topic, inbox.append, _qos(100),
+                event_callbacks=count_publishers.subscription_callbacks(),
+            )  # fmt: skip
             inboxes.append((node, port, inbox, reader))
-        self.spin_until(
-            lambda: (
-                all(pub.get_subscription_count() for _, _, pub in publishers)
-                and all(self.node.count_publishers(self.plan.resolve(p.topic)) for _, p in watched)
-            ),
-            "the graph's subscriptions and publishers to match this test's",
-        )
-        self.spin_for(0.5)  # let the graph's side of discovery complete too
+            matched.append((topic, count_publishers))
+
+        def gaps():
+            """Every hop not yet matched both ways: this test's publishers and subscriptions
+            and the nodes' (their status records count what their endpoints matched). The
+            nodes' subscriptions keep the newest message only, as deployed, so each tick is
+            sent once, after the last tick's outputs came: nothing is sent twice."""
+            topics = {t for s in self.statuses.values() for key in ("publishers", "subscribers")
+                      for t in s.get(key, {})}  # fmt: skip
+            node = self.node
+            return connection_gaps(
+                self.statuses,
+                [(pub.topic_name, pub.get_subscription_count()) for _, _, pub in publishers],
+                [(topic, count()) for topic, count in matched],
+                {t: (node.count_publishers(t), node.count_subscribers(t)) for t in topics},
+            )
+
+        self.spin_until(lambda: not gaps(), "every hop between this test and the graph to match")
         for tick in range(count):
             for _, _, inbox, _ in inboxes:
                 inbox.clear()
             self._publish(publishers, tick, given)
-            resend = time.monotonic() + RESEND_S
             deadline = time.monotonic() + TIMEOUT_S
             while not all(inbox for _, _, inbox, _ in inboxes):
-                now = time.monotonic()
-                silent = [self.plan.resolve(p.topic) for _, p, inbox, _ in inboxes if not inbox]
-                if now > deadline:
-                    raise AssertionError(f"{sample(tick)}: nothing published on {silent}")
-                if now > resend:
-                    answered = {node.name for node, _, inbox, _ in inboxes if inbox}
-                    late = [p for p in publishers if p[0].name not in answered]
-                    self._publish(late, tick, given)
-                    resend = now + RESEND_S
+                if time.monotonic() > deadline:
+                    silent = [self.plan.resolve(p.topic) for _, p, box, _ in inboxes if not box]
+                    raise AssertionError(
+                        f"{sample(tick)}: nothing published on {silent} within {TIMEOUT_S} s "
+                        f"(the nodes' latest status records: {self.statuses})"
+                    )
                 self.executor.spin_once(timeout_sec=0.02)
             for node, port, inbox, reader in inboxes:
                 received = reader.from_message(inbox[-1])
