@@ -12,7 +12,7 @@ import time
 
 import pytest
 import torch
-from support.ros import export_seed
+from support.ros import export_seed, waiting_topics
 
 from leapp_ros.bag.bag_file import BagWriter
 from leapp_ros.bag.bag_ticks import load_ticks
@@ -64,11 +64,17 @@ def test_a_recorder_woken_late_keeps_the_order_the_inputs_were_published(tmp_pat
 
             publish(0, state)
             spin_until(lambda: writer.counts.get(state) == 1, "the first state")
-            # the recorder sleeps while tick 0's velocity and all of tick 1 are published
+            # the recorder is not spun while tick 0's velocity and all of tick 1 are published:
+            # they wait in its readers, both topics at once, until it takes them
             publish(0, velocity)
             publish(1, state)
             publish(1, velocity)
-            time.sleep(0.5)
+            subscriptions = [recorder._subscriptions[topic] for topic in (state, velocity)]
+            probe.spin_until(
+                lambda: len(waiting_topics(recorder.context, subscriptions)) == 2,
+                20,
+                "messages waiting on both topics in the recorder",
+            )
             spin_until(lambda: sum(writer.counts.values()) == 4, "every message")
         finally:
             recorder.close()

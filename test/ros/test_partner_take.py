@@ -13,12 +13,11 @@ node's subscriptions that takes nothing, not a pause.
 from __future__ import annotations
 
 import array
-import contextlib
 import math
 
 import pytest
 import torch
-from support.ros import eager_seed
+from support.ros import eager_seed, waiting_topics
 
 from leapp_ros.testing import Probe, reserve_domain_id
 from leapp_ros.testing.delivery import connection_gaps
@@ -87,23 +86,9 @@ class Subject:
         return not connection_gaps(records, publishers, [(self.inbox.topic, self.inbox.matched())])
 
     def waiting(self) -> list[str]:
-        """The node's inputs with a message waiting in their reader, asked of an rcl wait set
-        on them alone (nothing is taken; the node's executor does not spin)."""
-        from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-
-        with contextlib.ExitStack() as stack:
-            handles = [s.handle for s in self.inputs]
-            for handle in handles:
-                stack.enter_context(handle)
-            stack.enter_context(self.probe.context.handle)
-            wait_set = _rclpy.WaitSet(len(handles), 0, 0, 0, 0, 0, self.probe.context.handle)
-            wait_set.clear_entities()
-            for handle in handles:
-                wait_set.add_subscription(handle)
-            wait_set.wait(0)
-            ready = wait_set.get_ready_entities("subscription")
-            return [s.topic_name for s, h in zip(self.inputs, handles, strict=True)
-                    if h.pointer in ready]  # fmt: skip
+        """The node's inputs with a message waiting in their reader (nothing is taken; the
+        node's executor does not spin)."""
+        return waiting_topics(self.probe.context, self.inputs)
 
     def wait_waiting(self, count: int) -> None:
         """Until ``count`` inputs have a message waiting (the node's executor stays still)."""

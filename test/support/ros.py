@@ -270,3 +270,24 @@ def check_obs_only_while_echoed(
     assert len(sent) == 5
     for message, (obs, _) in zip(seen[-5:], expected, strict=True):
         assert torch.allclose(torch.tensor(message.data), obs, atol=1e-6)
+
+
+def waiting_topics(context: Any, subscriptions: Sequence[Any]) -> list[str]:
+    """The topics of ``subscriptions`` (rclpy, of ``context``) with a message waiting in their
+    reader, asked of an rcl wait set on them alone: nothing is taken, and whoever spins them
+    does not (a test that must know messages are queued, not how long they take to be)."""
+    from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+
+    with contextlib.ExitStack() as stack:
+        handles = [subscription.handle for subscription in subscriptions]
+        for handle in handles:
+            stack.enter_context(handle)
+        stack.enter_context(context.handle)
+        wait_set = _rclpy.WaitSet(len(handles), 0, 0, 0, 0, 0, context.handle)
+        wait_set.clear_entities()
+        for handle in handles:
+            wait_set.add_subscription(handle)
+        wait_set.wait(0)
+        ready = wait_set.get_ready_entities("subscription")
+        return [s.topic_name for s, h in zip(subscriptions, handles, strict=True)
+                if h.pointer in ready]  # fmt: skip
