@@ -209,20 +209,33 @@ class SeedIO:
         return self.probe.connection_gaps(self.namespace)
 
     def step(
-        self, state: torch.Tensor, velocity: torch.Tensor, expected: torch.Tensor, timeout_s: float
+        self,
+        state: torch.Tensor,
+        velocity: torch.Tensor,
+        expected: torch.Tensor,
+        timeout_s: float,
+        resend_s: float | None = None,
     ) -> torch.Tensor:
         """Wait until the hops are matched both ways, publish ``state`` and ``velocity`` once
-        and return the first action close to ``expected`` (earlier ones are skipped)."""
+        and return the first action close to ``expected`` (earlier ones are skipped).
+        ``resend_s``: publish the pair again each time that long passed without the answer
+        (the seed keeps no state, so a repeat is harmless; for a graph whose hops may lose a
+        first message, as a restarted node's may)."""
         deadline = time.monotonic() + timeout_s
         while gaps := self.connected():
             if time.monotonic() > deadline:
                 raise AssertionError(f"not connected within {timeout_s} s: {'; '.join(gaps)}")
             self.probe.executor.spin_once(timeout_sec=0.05)
         self._actions.clear()
-        for publisher, values in ((self._state, state), (self._velocity, velocity)):
-            message = self._message()
-            message.data = array.array("f", values.numpy().astype("float32").tobytes())
-            publisher.publish(message)
+
+        def send() -> float:
+            for publisher, values in ((self._state, state), (self._velocity, velocity)):
+                message = self._message()
+                message.data = array.array("f", values.numpy().astype("float32").tobytes())
+                publisher.publish(message)
+            return time.monotonic() + resend_s if resend_s is not None else float("inf")
+
+        again = send()
 
         def answer() -> torch.Tensor | None:
             for message in self._actions:
@@ -239,5 +252,7 @@ class SeedIO:
                     f"no action close to {expected.tolist()} within {timeout_s} s; last ones: "
                     f"{received}; statuses: {statuses}"
                 )
+            if time.monotonic() > again:
+                again = send()
             self.probe.executor.spin_once(timeout_sec=0.05)
         return action

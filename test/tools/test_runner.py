@@ -291,9 +291,14 @@ def test_run_with_restart_brings_a_killed_node_back(seed, domain_id, commands, p
     probe.spin_until(
         lambda: not killed & endpoint_ids(probe, topics, "policy"), 60, "the lease to end"
     )
+    # Once in a full CI run on Fast DDS 2.14 (Jazzy), the first obs preprocess published to
+    # the restarted policy never arrived although both sides counted the match: the pair is
+    # sent again each second until the answer comes (the seed keeps no state). What this test
+    # proves is that the restarted node answers, not that its first message cannot be lost.
     state, velocity = torch.randn(6), torch.randn(3)
     _, expected = eager_seed(seed, state, velocity)
-    torch.testing.assert_close(io.step(state, velocity, expected, timeout_s=60), expected)
+    answer = io.step(state, velocity, expected, timeout_s=60, resend_s=1.0)
+    torch.testing.assert_close(answer, expected)
     os.kill(run.process.pid, signal.SIGINT)
     assert run.wait(30) == 0, run.output
 
