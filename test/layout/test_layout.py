@@ -71,9 +71,6 @@ MAX_LINES = 400
 # no longer breaks a rule fails test_known_exceptions_still_apply: remove it.
 KNOWN_EXCEPTIONS = (
     frozenset({"leapp_ros.testing.graph", "leapp_ros.testing.replay"}),  # issue 47: to be removed
-    "leapp_ros/node/managed_node.py",  # issue 47: to be removed
-    "leapp_ros/node/pipeline_node.py",  # issue 47: to be removed
-    "leapp_ros/plan/pipeline.py",  # issue 47: to be removed
     "leapp_ros/run/composition.py",  # issue 47: to be removed
 )
 
