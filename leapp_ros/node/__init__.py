@@ -3,6 +3,7 @@
 - :mod:`~leapp_ros.node.pipeline_node`: ``leapp_node`` (:class:`PipelineNode`), one pipeline
   node over its topics;
 - :mod:`~leapp_ros.node.fused_node`: ``leapp_fused``, every pipeline node in one ROS node;
+- :mod:`~leapp_ros.node.fused_stages`: the pipeline nodes inside it, wired in tick order;
 - :mod:`~leapp_ros.node.managed_node`: the lifecycle, e-stop, watchdog and safe action both
   share;
 - :mod:`~leapp_ros.node.data_path`: the data path both share (decode, drop, count, fire);
