@@ -1,7 +1,7 @@
 """The seed pipeline's artifacts called by hand, without leapp, and a timer that interleaves.
 
-The benches compare ``leapp.Pipeline.step`` and the ROS graphs with what the same two artifacts
-cost when called directly, measured in the same run (never with a figure of another machine).
+bench/export.py compares ``leapp.Pipeline.step`` with what the same two artifacts cost when
+called directly, measured in the same run (never with a figure of another machine).
 Two forms, both with one thread (``torch.set_num_threads(1)``, ONNX Runtime 1 intra-op and 1
 inter-op thread):
 
@@ -13,15 +13,12 @@ inter-op thread):
   ``run_with_iobinding``, which skips the Python wrapper's per-call checks.
 
 :func:`time_interleaved` times several callables in alternating rounds, so that the noise of a
-shared machine hits all of them alike. :func:`time_handed_over` times them the way a node makes
-them: on a thread just woken by another one (as an executor is woken by the middleware's thread
-when a message arrives), optionally after the process idled for one message period.
+shared machine hits all of them alike.
 """
 
 from __future__ import annotations
 
 import statistics
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -69,55 +66,6 @@ def time_interleaved(
                 record((clock() - began) / 1000.0)
         if each_round is not None:
             each_round()
-    return {label: percentiles(values) for label, values in times.items()}
-
-
-def time_handed_over(
-    calls: Mapping[str, Callable[[], object]], samples: int, idle_s: float = 0.0
-) -> dict[str, Timing]:
-    """Time each call ``samples`` times on a worker thread that another thread wakes for each
-    call, after sleeping ``idle_s`` (0: wake it again as soon as the last call returned).
-
-    This is the bare calls' cost where a graph pays it: in a callback, after a thread handover
-    (and, at a steady rate, after the CPU idled since the last message). On a shared or virtual
-    machine the caches the call needs are often cold by then, so this costs several times what
-    the same call costs in a tight loop (:func:`time_interleaved`)."""
-    labels = list(calls)
-    times: dict[str, list[float]] = {label: [] for label in labels}
-    wake, done = threading.Event(), threading.Event()
-    current: list[str] = []
-    clock = time.perf_counter_ns
-
-    def worker() -> None:
-        while True:
-            wake.wait()
-            wake.clear()
-            if not current:
-                return
-            call = calls[current[0]]
-            began = clock()
-            call()
-            times[current[0]].append((clock() - began) / 1000.0)
-            done.set()
-
-    thread = threading.Thread(target=worker, name="bare-calls", daemon=True)
-    thread.start()
-    try:
-        for call in calls.values():  # warm-up
-            for _ in range(100):
-                call()
-        for _ in range(samples):
-            for label in labels:
-                if idle_s:
-                    time.sleep(idle_s)
-                current[:] = [label]
-                done.clear()
-                wake.set()
-                done.wait()
-    finally:
-        current.clear()
-        wake.set()
-        thread.join()
     return {label: percentiles(values) for label, values in times.items()}
 
 

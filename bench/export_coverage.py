@@ -5,8 +5,8 @@
 
 Every float32 CPU OpInfo whose first sample input is a tensor is traced as one node (every
 tensor argument an input port), exported with jit, onnx and pt2, loaded with leapp's runner and
-compared with eager PyTorch on the traced and on perturbed inputs (``test/support/op_sweep.py``
-says how). Each cell is ok / refused (a LeappError) / crash (any other exception, or a dead
+compared with eager PyTorch on the traced and on perturbed inputs (bench/op_sweep.py says
+how). Each cell is ok / refused (a LeappError) / crash (any other exception, or a dead
 process) / wrong (the artifact disagrees with eager). The totals end with how many of the ops
 jit exports correctly ONNX exports correctly too.
 
@@ -26,10 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "test"))
+import op_sweep
 
-from support import op_sweep  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 EXPECTED = ROOT / "test" / "export" / "op_coverage_expected.json"
 

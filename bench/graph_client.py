@@ -1,7 +1,8 @@
 """The client that drives a graph in bench/ros_latency.py: ping-pong latency, sustained rate.
 
 A :class:`Client` node publishes a pipeline's external inputs (one preallocated
-``Float32MultiArray`` per input) and times the output that comes back; the nodes under test
+``Float32MultiArray`` per input, :class:`Ends`) and times the output that comes back; the
+nodes under test
 are composed into its process, on its executor (:func:`composed_client`), or run in processes
 of their own (:func:`separate_client`). :meth:`Client.answer` asks the graph for its output on
 given input values, to check a graph's result.
@@ -11,24 +12,48 @@ from __future__ import annotations
 
 import array
 import contextlib
+import math
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rclpy_reference import EchoNode, hop_of
+from typing import Any
 
 RATES_HZ = (250, 500, 1000, 2000, 4000)  # sustained_hz tries these in order
 
+Port = tuple[str, int]  # a Float32MultiArray topic (relative to the namespace), its float count
+
+
+@dataclass(frozen=True)
+class Ends:
+    """What the client publishes and times: the external inputs of a pipeline's first node
+    and the first output of its last node."""
+
+    inputs: tuple[Port, ...]
+    output: Port
+
+
+def float_count(port: Any) -> int:
+    """The floats of one message of ``port`` (an input or output plan of
+    :mod:`leapp_ros.plan.pipeline`); the benches know ``Float32MultiArray`` only."""
+    if port.message_type != "std_msgs/msg/Float32MultiArray":
+        raise ValueError(f"the benches only know Float32MultiArray ports, not {port}")
+    return math.prod(port.shape)
+
+
+def ends_of(plan: Any) -> Ends:
+    """The :class:`Ends` of ``plan`` (a :class:`leapp_ros.plan.pipeline.PipelinePlan`)."""
+    first, last = plan.nodes[0], plan.nodes[-1]
+    inputs = tuple((p.topic, float_count(p)) for p in first.inputs if p.kind == "external")
+    return Ends(inputs, (last.outputs[0].topic, float_count(last.outputs[0])))
+
 
 class Client:
-    """The test side: publishes the external inputs of ``ends`` (an echo node from the
-    pipeline's inputs to its output), counts and times the output. ``build(context)`` makes
-    nodes to compose into this process, on the client's executor."""
+    """The test side: publishes the inputs of ``ends``, counts and times its output.
+    ``build(context)`` makes nodes to compose into this process, on the client's executor."""
 
-    def __init__(self, namespace: str, ends: EchoNode, build: Callable | None = None):
+    def __init__(self, namespace: str, ends: Ends, build: Callable | None = None):
         import rclpy
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from std_msgs.msg import Float32MultiArray
@@ -224,7 +249,7 @@ def composed_client(spec, namespace: str, build: Callable) -> Iterator[Client]:
     from leapp_ros.plan.pipeline import make_plan
 
     plan = make_plan(spec, namespace=namespace)
-    client = Client(namespace, hop_of(plan), lambda context: build(context, plan))
+    client = Client(namespace, ends_of(plan), lambda context: build(context, plan))
     client.pids = [os.getpid()]
     try:
         client.prime()
@@ -241,7 +266,7 @@ def separate_client(spec, namespace: str, start: Callable) -> Iterator[Client]:
     plan = make_plan(spec, namespace=namespace)
     before = set(descendants(os.getpid()))
     with start(plan):
-        client = Client(namespace, hop_of(plan))
+        client = Client(namespace, ends_of(plan))
         client.pids = [os.getpid(), *(p for p in descendants(os.getpid()) if p not in before)]
         try:
             client.prime()

@@ -21,65 +21,70 @@ Neither checks NaN or layouts. The artifacts are called the plain way, with one 
 - ONNX: ``onnxruntime.InferenceSession`` (1 intra-op, 1 inter-op thread),
   ``session.run(None, {input name: array})``.
 
-Topics, message sizes, QoS and executor are those of bench/rclpy_reference.py's echo nodes
-(the leapp graph's, from :func:`leapp_ros.plan.pipeline.make_plan`), so each hand-written
-graph differs from the echo graph of its shape by the model calls (and the raw form by its
-conversions) only:
+Topics, message sizes and QoS are those of the leapp graph
+(:func:`leapp_ros.plan.pipeline.make_plan`: publishers reliable, subscriptions best effort,
+depth 1), the executor the one leapp's nodes use
+(:func:`leapp_ros.node.executor.make_executor`), so the graphs differ by what each node does
+per message only:
 
 - :func:`chain_of`: one hand-written node per pipeline node, wired like the pipeline;
 - :func:`single_of`: one node from the pipeline's external inputs to its last output, calling
   every artifact in one callback (for a chain of nodes, each fed by the one before).
 
 Composed: :func:`make_hand_written_node` on the client's context. One process per node
-(bench/rclpy_reference.py's :func:`reference_processes` starts them)::
+(:func:`node_processes` starts them)::
 
     python bench/hand_written_nodes.py NAME --namespace NS --input TOPIC:SIZE ...
         --output TOPIC:SIZE --artifact BACKEND:PATH ... [--raw]
 
-which prints bench/rclpy_reference.py's ``READY`` line once its topics exist and runs until
-SIGINT/SIGTERM, on the same process skeleton as the echo nodes.
+which prints :data:`READY` once its topics exist and runs until SIGINT/SIGTERM, on the same
+process skeleton as leapp's nodes (:func:`leapp_ros.node.executor.run_nodes`).
 """
 
 from __future__ import annotations
 
 import argparse
 import array
+import contextlib
 import itertools
+import os
+import signal
 import struct
+import subprocess
 import sys
+import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rclpy_reference import READY, EchoNode, hop_of, parse_port
-from rclpy_reference import chain_of as echo_chain_of
+from graph_client import Port, ends_of, float_count
+
+READY = "hand-written node {name} ready"  # printed by a node's process once its topics exist
 
 
 @dataclass(frozen=True)
 class HandWrittenNode:
-    """A hand-written node: the topics of ``echo``; it calls the ``(backend, path)`` of
-    ``artifacts`` in order, each on the previous one's output, the first on its inputs.
-    ``raw``: it takes and sends serialized CDR bytes instead of message objects."""
+    """A hand-written node: it subscribes to ``inputs`` and publishes ``output``; once every
+    input has a new message it calls the ``(backend, path)`` of ``artifacts`` in order, each
+    on the previous one's output, the first on its inputs. ``raw``: it takes and sends
+    serialized CDR bytes instead of message objects."""
 
-    echo: EchoNode
+    name: str
+    inputs: tuple[Port, ...]
+    output: Port
     artifacts: tuple[tuple[str, str], ...]
     raw: bool = False
 
-    @property
-    def name(self) -> str:
-        return self.echo.name
-
     def argv(self, namespace: str) -> list[str]:
-        topic, size = self.echo.output
+        topic, size = self.output
         return [
             sys.executable,
             __file__,
             self.name,
             f"--namespace={namespace}",
-            *(f"--input={topic}:{size}" for topic, size in self.echo.inputs),
+            *(f"--input={topic}:{size}" for topic, size in self.inputs),
             f"--output={topic}:{size}",
             *(f"--artifact={backend}:{path}" for backend, path in self.artifacts),
             *(["--raw"] if self.raw else []),
@@ -98,8 +103,14 @@ def chain_of(plan: Any, directory: Path, raw: bool = False) -> tuple[HandWritten
     :class:`leapp_ros.plan.pipeline.PipelinePlan`), named and wired like it, calling its artifact
     (in the export folder ``directory``); ``raw``: the raw CDR form."""
     return tuple(
-        HandWrittenNode(echo, (_artifact(node, directory),), raw)
-        for echo, node in zip(echo_chain_of(plan), plan.nodes, strict=True)
+        HandWrittenNode(
+            node.name,
+            tuple((port.topic, float_count(port)) for port in node.inputs if port.triggers),
+            (node.outputs[0].topic, float_count(node.outputs[0])),
+            (_artifact(node, directory),),
+            raw,
+        )
+        for node in plan.nodes
     )
 
 
@@ -113,9 +124,9 @@ def single_of(plan: Any, directory: Path, raw: bool = False) -> HandWrittenNode:
             raise ValueError(f"{node.name} is not fed by {before.name} alone; not a chain")
     if any(port.kind != "external" for port in plan.nodes[0].inputs):
         raise ValueError(f"{plan.nodes[0].name} has inputs other than external ones")
-    hop = hop_of(plan)
-    echo = EchoNode("hand_written", hop.inputs, hop.output)
-    return HandWrittenNode(echo, tuple(_artifact(node, directory) for node in plan.nodes), raw)
+    ends = ends_of(plan)
+    artifacts = tuple(_artifact(node, directory) for node in plan.nodes)
+    return HandWrittenNode("hand_written", ends.inputs, ends.output, artifacts, raw)
 
 
 def load_jit(path: str) -> Callable[[list[Any]], Any]:
@@ -232,13 +243,13 @@ def make_hand_written_node(node: HandWrittenNode, namespace: str, context: Any) 
 
     call = load_calls(node.artifacts)
     ros_node = Node(node.name, namespace=namespace, context=context)
-    topic, size = node.echo.output
+    topic, size = node.output
     publish = ros_node.create_publisher(
         Float32MultiArray, topic, qos_profile(PUBLISHER_QOS)
     ).publish
     receiver = _raw_receiver if node.raw else _typed_receiver
-    on_message = receiver(len(node.echo.inputs), call, publish, size)
-    for index, (topic, _) in enumerate(node.echo.inputs):
+    on_message = receiver(len(node.inputs), call, publish, size)
+    for index, (topic, _) in enumerate(node.inputs):
         ros_node.create_subscription(
             Float32MultiArray,
             topic,
@@ -294,6 +305,42 @@ def _raw_receiver(inputs: int, call: Callable, publish: Callable, size: int) -> 
     return receiver
 
 
+@contextlib.contextmanager
+def node_processes(nodes: Sequence[HandWrittenNode], namespace: str) -> Iterator[None]:
+    """Each of ``nodes`` in a Python process of its own, every one ready when this enters;
+    stopped with SIGINT when it leaves."""
+    import select
+
+    from leapp_ros.run.processes import start_process
+
+    started = [start_process(node.argv(namespace), os.environ) for node in nodes]
+    try:
+        deadline = time.monotonic() + 90
+        for node, process in zip(nodes, started, strict=True):
+            ready, text = READY.format(name=node.name).encode(), b""
+            while ready not in text:
+                left = deadline - time.monotonic()
+                if left <= 0 or process.poll() is not None:
+                    error = process.stderr.read().decode() if process.poll() is not None else ""
+                    raise SystemExit(f"hand-written node {node.name} not ready: {error[-2000:]}")
+                if select.select([process.stdout], [], [], left)[0]:
+                    text += os.read(process.stdout.fileno(), 4096)
+        yield
+    finally:
+        for process in started:
+            process.send_signal(signal.SIGINT)
+        for process in started:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def parse_port(text: str) -> Port:
+    topic, _, size = text.rpartition(":")
+    return topic, int(size)
+
+
 def _artifact_argument(text: str) -> tuple[str, str]:
     backend, _, path = text.partition(":")
     if backend not in LOADERS or not path:
@@ -311,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw", action="store_true", help="take and send serialized CDR bytes")
     args = parser.parse_args(argv)
     node = HandWrittenNode(
-        EchoNode(args.name, tuple(args.input), args.output), tuple(args.artifact), args.raw
+        args.name, tuple(args.input), args.output, tuple(args.artifact), args.raw
     )
 
     from leapp_ros.node.executor import run_nodes

@@ -18,8 +18,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from bare_calls import CHEAPEST, HAND_WRITTEN
-from export import STEP
 from graph_client import RATES_HZ
 
 CPU_RATE_HZ = 500.0  # the rate at which CPU time per answer is measured
@@ -38,19 +36,11 @@ HAND_WRITTEN_OF = {  # mode: the typed hand-written graph of its shape
     FUSED_PROCESS: HAND_SINGLE_PROCESS,
 }
 RAW_OF = {mode: typed + RAW for mode, typed in HAND_WRITTEN_OF.items()}
-FLOOR_OF = {  # mode: raw CDR echo node(s) of its shape (no model, no checks): information only
-    COMPOSED: "floor: raw CDR echo chain, composed",
-    PROCESSES: "floor: raw CDR echo chain, one process per node",
-    FUSED: "floor: raw CDR echo, no model, composed",
-    FUSED_PROCESS: "floor: raw CDR echo, no model, own process",
-}
-FLOORS = tuple(FLOOR_OF.values())
 REFERENCES = tuple(label for typed in HAND_WRITTEN_OF.values() for label in (typed, typed + RAW))
 LATENCY_LIMITS = {COMPOSED: 0.7, PROCESSES: 0.85, FUSED: 0.7, FUSED_PROCESS: 0.7}
 CPU_LIMIT = 0.75
 CHECK_TOLERANCE = 1e-5  # a hand-written graph's action against leapp.Pipeline's
 DEFAULTS = "system defaults"
-TIGHT, HANDED_OVER, IDLE = "tight loop", "after a handover", "1 ms idle + handover"
 
 
 @dataclass(frozen=True)
@@ -111,19 +101,19 @@ def beside(rule: str, result: dict, reference: dict) -> str:
     return f"{reference['sustained']} Hz"
 
 
-def report(inprocess: dict, results: dict, extras: dict, skipped: dict[str, str]) -> None:
+def report(results: dict) -> None:
+    """Every graph's figures, then the verdicts of each mode."""
     domain = os.environ["ROS_DOMAIN_ID"]
     print(f"seed pipeline over ROS 2 (ROS_DOMAIN_ID={domain}, localhost); all figures: this run")
-    print_inprocess(inprocess)
     print(
         f"  graphs ({DEFAULTS}):{'':<36}{'median':>10} {'p99':>10}   sustained (a try < 1 % loss)"
         f"   CPU per answer at {CPU_RATE_HZ:.0f} Hz, unanswered"
     )
-    labels = [label for label in (*REFERENCES, *FLOORS) if label in results]
+    labels = [label for label in REFERENCES if label in results]
     labels += [mode for mode in MODES if mode in results]
     for label in labels:
         result = results[label]
-        name = label if label in (*REFERENCES, *FLOORS) else f"leapp, {label}"
+        name = label if label in REFERENCES else f"leapp, {label}"
         print(
             f"    {name:<50} {timings(result)}   {result['sustained']:>5} Hz"
             f"{cpu(result):>32}, {100 * result['loss']:5.2f} %{notes(result)}"
@@ -135,31 +125,11 @@ def report(inprocess: dict, results: dict, extras: dict, skipped: dict[str, str]
             f"{CHECK_TOLERANCE:g}; largest difference {max(checked):.2g})"
         )
     print_verdicts(results)
-    if extras:
-        print(
-            "  extra rows (one graph alone, other CPU settings; no verdict), / the typed "
-            "hand-written graph of the shape:"
-        )
-    for (mode, setting), result in extras.items():
-        hand = results.get(HAND_WRITTEN_OF[mode])
-        versus = f"  {versus_hand(result, hand)}" if hand else ""
-        print(f"    {mode + ', ' + setting:<50} {timings(result)}{versus}{notes(result)}")
-    for what, why in skipped.items():
-        print(f"  {what}: not measured, {why}")
     print(f"  (rates tried: {', '.join(map(str, RATES_HZ))} Hz)")
 
 
 def p99_ratio(result: dict, reference: dict) -> float:
     return result["timing"].p99 / reference["timing"].p99
-
-
-def versus_hand(result: dict, hand: dict) -> str:
-    """An extra row's figures over the typed hand-written graph's (no verdict)."""
-    return (
-        f"/ hand-written: {beside('latency', result, hand)}, CPU {beside('CPU', result, hand)}"
-        f" ({result['cpu']:.0f} us), sustained {result['sustained']} Hz "
-        f"(hand-written {hand['sustained']} Hz)"
-    )
 
 
 def print_verdicts(results: dict) -> None:
@@ -187,31 +157,9 @@ def print_verdicts(results: dict) -> None:
                 f"      {verdict.rule:<8} {verdict.figures:<46} {verdict.word:<7} "
                 f"{typed:<26} {extra}".rstrip()
             )
-        floor = results.get(FLOOR_OF.get(mode, ""))
-        if floor is not None:
-            latency = floor["timing"].median / hand["timing"].median
-            print(
-                f"      floor    a raw CDR echo without model or checks / the same: latency "
-                f"{latency:.2f}x, CPU {floor['cpu'] / hand['cpu']:.2f}x (information)"
-            )
     if verdicts:
         passed = sum(verdict.passed is True for verdict in verdicts)
         print(f"    {passed} of {len(verdicts)} verdicts PASS")
-
-
-def print_inprocess(inprocess: dict) -> None:
-    """The in-process calls (information): median / p99 per condition."""
-    conditions = list(inprocess)
-    print(
-        f"  in-process calls, median / p99 (us):{'':<26}"
-        + "".join(f"{condition:>24}" for condition in conditions)
-    )
-    for label in (STEP, HAND_WRITTEN, CHEAPEST):
-        cells = "".join(
-            f"{inprocess[c][label].median:11.1f} / {inprocess[c][label].p99:8.1f}"
-            for c in conditions
-        )
-        print(f"    {label:<60}{cells}")
 
 
 def timings(result: dict) -> str:

@@ -22,16 +22,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ros_latency import export_seed
+from seed_export import export_seed
 
 NAMESPACE = "/torch_pipeline"
 TIMEOUT_MS = 200.0
@@ -153,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
     from leapp_ros.testing import MODES, GraphUnderTest
 
     with tempfile.TemporaryDirectory() as folder:
-        export = export_seed(Path(folder))
+        export = export_seed(Path(folder)).spec_path
         params = _params(Path(folder))
         with GraphUnderTest(export, params_file=params, **MODES[args.mode]) as graph:
             ages, delays = watchdog(graph, args.repeat)

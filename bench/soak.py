@@ -54,11 +54,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples"))
-sys.path.insert(0, str(ROOT / "bench"))
-from soak_client import BAD_KINDS, SoakClient, TickCode  # noqa: E402
+from seed_export import export_seed
+from soak_client import BAD_KINDS, SoakClient, TickCode
 
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 
@@ -526,22 +523,6 @@ def run_mode(
     return report
 
 
-def export_seed(folder: Path) -> tuple[Path, Callable[[Any, Any], Any]]:
-    """Export examples/torch_pipeline.py (weights seeded) into ``folder``: the export and
-    ``eager(state, velocity) -> action`` computed by PyTorch with the same weights."""
-    import torch
-    import torch_pipeline as seed
-
-    import leapp
-
-    torch.manual_seed(0)
-    policy = seed.Policy().eval()
-    leapp.start(name="torch_pipeline", save_path=folder)
-    seed.run_policy(policy, seed.preprocess(torch.zeros(6), torch.zeros(3)))
-    leapp.stop()
-    return leapp.compile_graph().path, lambda s, v: seed.run_policy(policy, seed.preprocess(s, v))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=10.0, help="per mode (default 10)")
@@ -578,10 +559,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.cpu_count()} CPUs, load average {load}")  # fmt: skip
     passed = True
     with tempfile.TemporaryDirectory(prefix="leapp_soak_") as folder:
-        export, eager = export_seed(Path(folder))
-        code = TickCode(eager)
+        seed = export_seed(Path(folder))
+        code = TickCode(seed.eager)
         for mode in modes:
-            report = run_mode(export, mode, options, code)
+            report = run_mode(seed.spec_path, mode, options, code)
             print(report.describe(), flush=True)
             if report.failure:
                 print(f"last output lines of the graph:\n{report.output_tail}", flush=True)

@@ -28,6 +28,14 @@ from leapp import session as session_module
 settings.register_profile("ci", max_examples=80, derandomize=True, deadline=None, print_blob=True)
 settings.register_profile("dev", max_examples=80, deadline=None)
 settings.register_profile("nightly", max_examples=5000, deadline=None)
+# "fuzz": bench/fuzz.py's batches, LEAPP_FUZZ_EXAMPLES examples each, every batch seeded anew
+# (--hypothesis-seed) and kept out of the example database.
+settings.register_profile(
+    "fuzz",
+    max_examples=int(os.environ.get("LEAPP_FUZZ_EXAMPLES", "500")),
+    deadline=None,
+    database=None,
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if skips.strict() else "dev"))
 
 

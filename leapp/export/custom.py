@@ -15,7 +15,8 @@ import zipfile
 from pathlib import Path
 
 from leapp.errors import ExportError
-from leapp.export import BACKENDS, Artifact, summarize_error
+from leapp.export.artifact import BACKENDS, Artifact
+from leapp.export.failure import summarize_error
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,9 @@ import torch
 import torch.fx
 
 from leapp.errors import ExportError
-from leapp.export import Artifact, PhaseTimes, failing_operation, summarize_error
+from leapp.export.artifact import Artifact
+from leapp.export.failure import failing_operation, summarize_error
+from leapp.export.phase_times import PhaseTimes
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +53,9 @@ def export(
     no TorchScript overload taking ``p="fro"``); the graph is then traced with
     ``example_inputs`` instead. Tracing is exact here: the fx graph is straight-line code with
     static shapes, so the trace records every one of its operations (as the ATen ops they
-    dispatch to). ``graph_module`` comes from :func:`leapp.export.prepare_graph_module`, so its
-    arguments are already named after the input ports; both paths keep those names.
+    dispatch to). ``graph_module`` comes from
+    :func:`leapp.export.plain_graph.prepare_graph_module`, so its arguments are already named
+    after the input ports; both paths keep those names.
     """
     del output_names
     timings = PhaseTimes()

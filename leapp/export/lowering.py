@@ -102,10 +102,9 @@ def _aten(name: str) -> set[torch._ops.OpOverload]:
 # Written as plain calls by _clean instead of being decomposed.
 _REWRITTEN = _aten("_to_copy") | _aten("lift_fresh_copy") | _aten("lift_fresh")
 # Left for leapp.export.real_pairs to cancel against each other.
-_PAIRED = (
-    _aten("complex") | _aten("real") | _aten("imag") | _aten("view_as_real")
-    | _aten("view_as_complex") | _aten("resolve_conj")
-)  # fmt: skip
+_PAIRED = set().union(
+    *map(_aten, ("complex", "real", "imag", "view_as_real", "view_as_complex", "resolve_conj"))
+)
 
 
 def onnx_unknown_operations(module: fx.GraphModule, opset: int) -> set[torch._ops.OpOverload]:

@@ -34,9 +34,11 @@ import torch
 import torch.fx
 
 from leapp.errors import ExportError
-from leapp.export import Artifact, PhaseTimes, failing_operation, summarize_error
 from leapp.export.agreement import onnx_agreement
+from leapp.export.artifact import Artifact
 from leapp.export.exporter_scope import onnx_exporter_scope
+from leapp.export.failure import failing_operation, summarize_error
+from leapp.export.phase_times import PhaseTimes
 from leapp.graph.port_names import onnx_port_names
 
 logger = logging.getLogger(__name__)

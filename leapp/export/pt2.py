@@ -16,7 +16,8 @@ import torch
 import torch.fx
 
 from leapp.errors import ExportError
-from leapp.export import Artifact, failing_operation, summarize_error
+from leapp.export.artifact import Artifact
+from leapp.export.failure import failing_operation, summarize_error
 
 logger = logging.getLogger(__name__)
 

@@ -143,8 +143,15 @@ def load_ticks(
     outputs, unrecorded = {}, ()
     if recorded:
         outputs, unrecorded = _recorded_outputs(plan, contents, mapping, ticks)
-    return BagTicks(contents.path, contents.start_ns, tuple(ticks), superseded,
-                    tuple(sorted(pending)), outputs, unrecorded)  # fmt: skip
+    return BagTicks(
+        contents.path,
+        contents.start_ns,
+        tuple(ticks),
+        superseded,
+        tuple(sorted(pending)),
+        outputs,
+        unrecorded,
+    )
 
 
 def input_readers(plan: PipelinePlan) -> dict[str, tuple[Any, TopicReader]]:
@@ -241,8 +248,10 @@ def _recorded_outputs(
             if len(messages) == len(ticks):
                 chosen = messages
             else:
-                chosen = [next((m for m in messages if tick.time_ns <= m.time_ns < bound), None)
-                          for tick, bound in zip(ticks, bounds, strict=True)]  # fmt: skip
+                chosen = [
+                    next((m for m in messages if tick.time_ns <= m.time_ns < bound), None)
+                    for tick, bound in zip(ticks, bounds, strict=True)
+                ]
             values = []
             for message in chosen:
                 try:

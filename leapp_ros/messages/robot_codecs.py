@@ -311,8 +311,7 @@ class OutputEncoder:
             if len(message.points) != self._rows:
                 raise MessageError(f"expected {self._rows} points, got {len(message.points)}")
             count = len(message.joint_names)
-            rows = np.stack(
-                [_field(p, self.binding.field, count, "a JointTrajectory point")[pick]
-                 for p in message.points]
-            )  # fmt: skip
+            where = "a JointTrajectory point"
+            points = [_field(p, self.binding.field, count, where) for p in message.points]
+            rows = np.stack([values[pick] for values in points])
         return rows.astype(self.dtype).reshape(self.shape)

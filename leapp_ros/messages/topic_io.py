@@ -187,7 +187,7 @@ def nonfinite(values: Sequence[Any], positions: Sequence[int]) -> list[int]:
     only a sum that is not finite (a NaN or infinity, or finite values overflowing) is checked
     element by element. Up to ``_LISTED`` elements Python sums them (as floats, from
     ``tolist``): about a third of what NumPy's reduction costs, in a loop and, more so, in a
-    node's tick after the CPU idled (the reduction's code is cold then; bench/tick_cost.py).
+    node's tick after the CPU idled (the reduction's code is cold then).
     """
     bad = []
     for position in positions:

@@ -3,7 +3,13 @@
 - :mod:`~leapp_ros.node.pipeline_node`: ``leapp_node`` (:class:`PipelineNode`), one pipeline
   node over its topics;
 - :mod:`~leapp_ros.node.fused_node`: ``leapp_fused``, every pipeline node in one ROS node;
+- :mod:`~leapp_ros.node.fused_stages`: the pipeline nodes inside it, wired in tick order;
+- :mod:`~leapp_ros.node.managed_node`: the lifecycle, e-stop, watchdog and safe action both
+  share;
 - :mod:`~leapp_ros.node.data_path`: the data path both share (decode, drop, count, fire);
+- :mod:`~leapp_ros.node.output_topics`: one node's output publishers;
+- :mod:`~leapp_ros.node.status_report`: the ``_leapp/status`` records and ``/diagnostics``;
+- :mod:`~leapp_ros.node.estop_subscription`: the ``estop_topic`` subscriptions;
 - :mod:`~leapp_ros.node.model`: loading and warming up a node's artifact;
 - :mod:`~leapp_ros.node.partner_take`: one wake per input set;
 - :mod:`~leapp_ros.node.intra_process`: handing values between nodes of one process;

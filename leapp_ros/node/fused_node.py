@@ -43,20 +43,18 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from leapp.errors import SpecError
 from leapp.spec import Spec
-from leapp.spec.order import execution_order
 from leapp_ros.messages.topic_io import OutputWriter, TopicReader, nonfinite, now_stamp
 from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
+from leapp_ros.node.fused_stages import Stage, load_stages
 from leapp_ros.node.match_count import MatchCount
 from leapp_ros.node.pipeline_node import PipelineNode
 from leapp_ros.node.stamp_sync import gather_by_stamp, stamp_sync
 from leapp_ros.plan.limits import declare_output_limits
-from leapp_ros.plan.pipeline import NodePlan, PipelinePlan, make_plan
+from leapp_ros.plan.pipeline import PipelinePlan, make_plan
 from leapp_ros.plan.settings import (
     StartupError,
     declare_port_overrides,
@@ -75,22 +73,6 @@ USAGE = f"""usage: {PROGRAM} --ros-args [-r __node:=<name>] [-r __ns:=/<namespac
                    [-p rate_hz:=<Hz>] [-p max_input_age:=<s>] [-p publish_intermediate:=false]
                    [--params-file <file>] [--log-level <level>]
 Runs every node of an exported leapp pipeline in one ROS 2 node, tick by tick."""
-
-
-@dataclass(eq=False)
-class _Stage(NodeData):
-    """One pipeline node inside the fused node: its data path and its links to the others."""
-
-    producers: frozenset[int] = frozenset()  # stages whose outputs it reads in the same tick
-    data_links: list[tuple[int, _Stage, int]] = field(default_factory=list)
-    feedback_links: list[tuple[int, _Stage, int]] = field(default_factory=list)
-    publish_now: list[tuple[int, Any, OutputWriter]] = field(default_factory=list)
-    # intermediates, published after the outputs; each with what says whether anyone wants it
-    publish_later: list[tuple[int, Any, OutputWriter, Callable[[], int]]] = field(
-        default_factory=list
-    )
-    publishers: list[Any] = field(default_factory=list)
-    input_counts: list[tuple[str, MatchCount]] = field(default_factory=list)  # by topic
 
 
 class FusedPipelineNode(PipelineNode):
@@ -142,7 +124,7 @@ class FusedPipelineNode(PipelineNode):
         self.pipeline_node = ",".join(node.name for node in plan.nodes)
         self.plan_of_pipeline = plan
         self._publish_nonfinite = settings["on_nonfinite"] == "publish"
-        self._stages = _stages(
+        self._stages = load_stages(
             spec, plan, check_nonfinite=not self._publish_nonfinite, limits=limits
         )
         self.firing = _firing(plan, settings)
@@ -264,7 +246,7 @@ class FusedPipelineNode(PipelineNode):
         """One tick: every stage in order, pipeline results published at once."""
         ran: set[int] = set()
         later: list[tuple[Any, OutputWriter, Any, Callable[[], int]]] = []
-        feedback: list[tuple[_Stage, int, Any]] = []
+        feedback: list[tuple[Stage, int, Any]] = []
         stamp = now_stamp(self.get_clock(), self._raw) if self._stamped else None
         for number, stage in enumerate(self._stages):
             if not stage.producers <= ran:
@@ -302,7 +284,7 @@ class FusedPipelineNode(PipelineNode):
 
     # --- operations (see ManagedNode) ----------------------------------------------------
 
-    def _data_paths(self) -> list[_Stage]:
+    def _data_paths(self) -> list[Stage]:
         return self._stages
 
     def _publish_safe_values(self, data: NodeData, values: list[Any], stamp: Any) -> None:
@@ -334,51 +316,6 @@ class FusedPipelineNode(PipelineNode):
 
 def _always() -> int:
     return 1  # a latched (transient_local) intermediate: late subscribers get the last value
-
-
-def _stages(
-    spec: Spec, plan: PipelinePlan, *, check_nonfinite: bool, limits: dict[str, Any]
-) -> list[_Stage]:
-    """The pipeline's nodes as stages in producer-before-consumer order, wired together."""
-    order = _execution_order(plan)
-    position = {node.name: n for n, node in enumerate(order)}
-    stages = []
-    for node in order:
-        stage = _Stage.load(spec, plan, node, check_nonfinite=check_nonfinite, limits=limits)
-        stage.producers = frozenset(
-            position[port.source.split("/", 1)[0]]
-            for port in node.inputs
-            if port.kind == "data_flow" and port.source is not None
-        )
-        stages.append(stage)
-    by_name = {stage.name: stage for stage in stages}
-    for consumer in stages:
-        for index, port in enumerate(consumer.plan.inputs):
-            if port.kind not in ("data_flow", "feedback") or port.source is None:
-                continue
-            producer_name, output = port.source.split("/", 1)
-            producer = by_name[producer_name]
-            link = (producer.plan.outputs.index(producer.plan.output(output)), consumer, index)
-            links = producer.data_links if port.kind == "data_flow" else producer.feedback_links
-            links.append(link)
-    return stages
-
-
-def _execution_order(plan: PipelinePlan) -> list[NodePlan]:
-    """The plan's nodes, producers before consumers (data_flow), otherwise in plan order."""
-    needs = {
-        node.name: {
-            port.source.split("/", 1)[0]
-            for port in node.inputs
-            if port.kind == "data_flow" and port.source is not None
-        }
-        for node in plan.nodes
-    }
-    try:
-        names = execution_order(needs, pipeline=plan.name)
-    except SpecError as e:
-        raise StartupError(str(e)) from e
-    return [plan.node(name) for name in names]
 
 
 def _firing(plan: PipelinePlan, settings: dict[str, Any]) -> Any:

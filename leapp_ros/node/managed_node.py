@@ -14,46 +14,34 @@ Lifecycle (``rclpy.lifecycle``; ``ros2 lifecycle get|set /<ns>/<node>``):
 ``autostart`` (default true) configures and activates in the constructor (a configure failure
 is then a :class:`StartupError`, exit code 2). Whatever the state, the node offers
 ``~/enable`` (``std_srvs/SetBool``: false engages the e-stop, true releases it), listens to
-``estop_topic`` when set (``std_msgs/Bool``, latched: true engages), and publishes
+``estop_topic`` when set (:mod:`leapp_ros.node.estop_subscription`), and publishes
 ``_leapp/status`` (once configured) and ``/diagnostics``
-(:mod:`leapp_ros.node.diagnostics`) every second. A status record also goes out within
-:data:`STATUS_SOON_S` of any change in it (a counter, a matched endpoint, the e-stop, the safe
-action), at most once per :data:`STATUS_SOON_S`: a supervisor or a test sees an input counted,
-a publisher matched or the e-stop engaged at once, not up to a second later. E-stop,
-``input_timeout_ms`` and the safe
-action follow :class:`~leapp_ros.node.safety.CommandGate`; while either holds, the node
-publishes its safe action once per period it would fire (``1 / rate_hz``, else the timeout,
-else 0.1 s).
+(:mod:`leapp_ros.node.status_report`). E-stop, ``input_timeout_ms`` and the safe action follow
+:class:`~leapp_ros.node.safety.CommandGate`; while either holds, the node publishes its safe
+action once per period it would fire (``1 / rate_hz``, else the timeout, else 0.1 s).
 """
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rclpy.duration import Duration
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
-from std_msgs.msg import String
+from std_srvs.srv import SetBool
 
 from leapp.errors import LeappError
 from leapp_ros.messages.topic_io import now_stamp, raw_path
-from leapp_ros.node.diagnostics import DIAGNOSTICS_TOPIC, HealthReport
+from leapp_ros.node.estop_subscription import EstopSubscription
 from leapp_ros.node.rate_limited_log import RateLimitedLog, one_line
 from leapp_ros.node.safety import CommandGate
-from leapp_ros.plan.pipeline import METADATA_QOS, STATUS_TOPIC
-from leapp_ros.plan.settings import StartupError, declare_parameters, qos_profile
+from leapp_ros.node.status_report import StatusReport
+from leapp_ros.plan.settings import StartupError, declare_parameters
 
 __all__ = ["ManagedNode"]
 
-STATUS_PERIOD_S = 1.0
-STATUS_SOON_S = 0.1  # a changed status record goes out within this, at most once per this
 STOP_ACK_TIMEOUT_S = 0.5
 DEFAULT_SAFE_PERIOD_S = 0.1
-ESTOP_ECHO_S = 0.25  # an e-stop message seen on both subscriptions arrives this close together
 _SUCCESS, _FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
 
 
@@ -72,7 +60,6 @@ class ManagedNode(LifecycleNode):
         self._configure_error: str | None = None
         self._configured_entities: list[tuple[Any, Any]] = []
         self._guard_timer: Any = None
-        self._estop_seen: dict[bool, tuple[float, str]] = {}  # value: (when, subscription)
         self._leapp_timers: list[Any] = getattr(self, "_leapp_timers", [])
         self.settings = settings = declare_parameters(self)
         self._expected_active = bool(settings["autostart"])  # until an operator says otherwise
@@ -80,29 +67,15 @@ class ManagedNode(LifecycleNode):
         self._raw = raw_path(settings["raw_messages"], self.get_logger())  # CDR bytes on topics
         timeout = settings["input_timeout_ms"] / 1000.0 or None
         self._gate = CommandGate(timeout)
-        self._status = self.create_publisher(String, STATUS_TOPIC, qos_profile(METADATA_QOS))
-        from diagnostic_msgs.msg import DiagnosticArray
-        from std_srvs.srv import SetBool
-
-        self._diagnostics = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
-        self._health = HealthReport(self.get_namespace())
-        self._status_sent: list[str] = []  # the records last published (JSON)
-        self._status_timer = self.create_timer(STATUS_PERIOD_S, self._on_status_timer)
-        self._change_timer = self.create_timer(STATUS_SOON_S, self._on_change_timer)
+        self._report = StatusReport(
+            self,
+            records=self._status_records,
+            health=self._health_records,
+            live=lambda: self._lifecycle in ("inactive", "active"),
+        )
         self.create_service(SetBool, "~/enable", self._on_enable)
         if settings["estop_topic"]:
-            from std_msgs.msg import Bool
-
-            # latched (a state published before this node started still reaches it), and
-            # volatile too, or a plain `ros2 topic pub` would never match; both say the same
-            latched = METADATA_QOS  # reliable, transient local, depth 1
-            for qos in (latched, replace(latched, durability="volatile")):
-                self.create_subscription(
-                    Bool,
-                    settings["estop_topic"],
-                    partial(self._on_estop_message, source=qos.durability),
-                    qos_profile(qos),
-                )
+            EstopSubscription(self, settings["estop_topic"], self._set_estop)
         if settings["autostart"]:
             if self.trigger_configure() != _SUCCESS:
                 raise StartupError(self._configure_error or "configure failed")
@@ -225,17 +198,6 @@ class ManagedNode(LifecycleNode):
         response.success = True
         response.message = "e-stop engaged: safe action" if self._gate.estop else "enabled"
         return response
-
-    def _on_estop_message(self, message: Any, source: str) -> None:
-        # A latched publisher reaches both subscriptions: a value the other one delivered
-        # moments ago is that same message. (No MessageInfo: rclpy's EventsExecutor fails
-        # on callbacks that take it.)
-        engaged, now = bool(message.data), time.monotonic()
-        seen = self._estop_seen.get(engaged)
-        if seen is not None and seen[1] != source and now - seen[0] < ESTOP_ECHO_S:
-            return
-        self._estop_seen[engaged] = (now, source)
-        self._set_estop(engaged, f"topic {self.settings['estop_topic']}")
 
     def _set_estop(self, engaged: bool, source: str) -> None:
         gate = self._gate
@@ -389,38 +351,15 @@ class ManagedNode(LifecycleNode):
             return spec.name
         return Path(str(self.settings["spec_path"])).stem
 
-    def _publish_diagnostics(self, *, periodic: bool = True) -> None:
-        records = self._health_records()
-        now = self.get_clock().now()
-        statuses = self._health.statuses(records, time.monotonic(), periodic=periodic)
-        self._diagnostics.publish(self._health.array(statuses, now.to_msg()))
-
     def _report_change(self) -> None:
-        """Publish diagnostics now if a level changed since the last report."""
-        if self._health.changed(self._health_records()):
-            self._publish_diagnostics(periodic=False)
+        self._report.report_change()
 
-    def _on_status_timer(self) -> None:  # no parameters: rclpy would pass a TimerInfo
-        if self._lifecycle in ("inactive", "active"):
-            self._publish_status("ready")
-        self._publish_diagnostics()
-
-    def _on_change_timer(self) -> None:
-        """Publish the status now if a record differs from the one last published."""
-        if self._lifecycle in ("inactive", "active"):
-            self._publish_status("ready", only_changed=True)
-
-    def _publish_status(self, state: str, *, only_changed: bool = False) -> None:
-        texts = [json.dumps(record) for record in self._status_records(state)]
-        if only_changed and texts == self._status_sent:
-            return
-        for text in texts:
-            self._status.publish(String(data=text))
-        self._status_sent = texts
+    def _publish_status(self, state: str) -> None:
+        self._report.publish(state)
 
     def stop(self) -> None:
         """Stop firing and publish the ``stopping`` status (call before destroying the node)."""
-        for timer in [*self._leapp_timers, self._status_timer, self._change_timer]:
+        for timer in [*self._leapp_timers, *self._report.timers]:
             timer.cancel()
         self._drop_guard_timer()
         if self._lifecycle not in ("inactive", "active"):
@@ -430,7 +369,7 @@ class ManagedNode(LifecycleNode):
             self._gate.deactivate()
         self._publish_status("stopping")
         # reliable: give subscribers (a supervisor) a moment to acknowledge the last word
-        self._status.wait_for_all_acked(Duration(seconds=STOP_ACK_TIMEOUT_S))
+        self._report.wait_acknowledged(STOP_ACK_TIMEOUT_S)
         for record in self._status_records("stopping"):
             self.get_logger().info(f"leapp node '{record['node']}' stopping: {record}")
 

@@ -26,27 +26,10 @@ A malformed message (wrong length or layout, a JointState lacking a joint) is dr
 counted and logged (at most once a second per topic); an exception in the model is counted
 and logged (at most once a second) and the node keeps running. Created with an intra-process
 bus (composed), it exchanges values with the other pipeline nodes of its process directly
-(:mod:`leapp_ros.node.intra_process`). Every node publishes its status as JSON
-(``std_msgs/String``) on ``_leapp/status`` (reliable, transient local, depth 1) when ready,
-then every second and soon after each change (at most ten times a second)::
-
-    {"node": "preprocess", "state": "ready", "lifecycle": "active", "estop": false,
-     "safe_action": false, "runs": 12, "received": 24, "dropped": 0, "stale": 0, "errors": 0,
-     "nonfinite_inputs": 0, "nonfinite_outputs": 0, "incomplete_sets": 0, "timeouts": 0,
-     "safe_actions": 0, "clamped": 0, "step_limited": 0, "cpu_latency_us": null,
-     "cpu_affinity": null, "subscribers": {"/torch_pipeline/preprocess/obs": 1},
-     "publishers": {"/torch_pipeline/preprocess/state": 1,
-                    "/torch_pipeline/preprocess/velocity": 1},
-     "received_on": {"/torch_pipeline/preprocess/state": 12,
-                     "/torch_pipeline/preprocess/velocity": 12}}
-
-(``cpu_latency_us``: the CPU latency request held, ``cpu_affinity``: the CPUs pinned to, null
-for none; ``subscribers``: the subscriptions each output's publisher matched;
-``publishers``: the publishers each input's subscription matched; with both a tester knows
-when every hop is connected both ways, as a best-effort subscription drops what a publisher
-sent before it matched; ``received_on``: the messages taken from each input topic, which
-``received`` sums, so a tester knows when an input it sent has been handled) and
-``"state": "stopping"`` once on shutdown; it logs ``leapp node '<name>' ready`` when ready.
+(:mod:`leapp_ros.node.intra_process`). Every node publishes its status as JSON on
+``_leapp/status`` when ready, then every second and soon after each change, and
+``"state": "stopping"`` once on shutdown (the record's fields:
+:mod:`leapp_ros.node.status_report`); it logs ``leapp node '<name>' ready`` when ready.
 Exit codes: 0 after SIGINT/SIGTERM, 2 for a startup problem (one error line on stderr).
 """
 
@@ -56,7 +39,6 @@ import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any
 
 from rclpy.parameter import Parameter
@@ -74,11 +56,13 @@ from leapp_ros.messages.topic_io import (
 from leapp_ros.node.cpu_placement import CpuPlacement
 from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
-from leapp_ros.node.intra_process import IntraProcessBus, publish_through
+from leapp_ros.node.intra_process import IntraProcessBus
 from leapp_ros.node.managed_node import ManagedNode
 from leapp_ros.node.match_count import MatchCount
+from leapp_ros.node.output_topics import OutputTopics
 from leapp_ros.node.partner_take import PartnerTake
 from leapp_ros.node.stamp_sync import StampSync, gather_by_stamp, stamp_sync
+from leapp_ros.node.status_report import status_record
 from leapp_ros.plan.limits import declare_output_limits
 from leapp_ros.plan.pipeline import make_plan
 from leapp_ros.plan.settings import (
@@ -234,28 +218,10 @@ class PipelineNode(ManagedNode):
                     self._data, reader, lambda value, n=count: [value] * n, reader.indices
                 )
                 self._bus_exits.append(self._bus.subscribe(reader.resolved, deliver))
-        self._subscriber_counts = [MatchCount() for _ in self._writers]
-        self._output_publishers = [
-            self.create_publisher(
-                writer.message_class,
-                port.topic,
-                qos_profile(port.qos),
-                qos_overriding_options=overrides,
-                event_callbacks=count.publisher_callbacks(),
-            )
-            for port, writer, count in zip(
-                self.plan.outputs, self._writers, self._subscriber_counts, strict=True
-            )
-        ]
-        self._stamped = any(writer.stamped for writer in self._writers)
-        self._topics = [publisher.topic_name for publisher in self._output_publishers]
-        self._publish_through = None
-        if self._bus is not None:
-            self._bus_exits += [self._bus.advertise(topic) for topic in self._topics]
-            self._publish_through = partial(
-                publish_through, self._bus, self._topics, self._output_publishers,
-                self._writers, self._subscriber_counts,
-            )  # fmt: skip
+        self._outputs = OutputTopics(self, self._writers, overrides=overrides, bus=self._bus)
+        self._bus_exits += self._outputs.exits
+        self._output_publishers = self._outputs.publishers
+        self._stamped = self._outputs.stamped
         self._create_status_and_timers()
 
     def _create_status_and_timers(self) -> None:
@@ -348,13 +314,7 @@ class PipelineNode(ManagedNode):
             for output, index in data.state_links:
                 self._values[index] = results[output]
             stamp = now_stamp(self.get_clock(), self._raw) if self._stamped else None
-            if self._publish_through is not None:
-                self._publish_through(results, stamp)
-            else:
-                for publisher, writer, value in zip(
-                    self._output_publishers, self._writers, results, strict=True
-                ):
-                    publisher.publish(writer.write(value, stamp))
+            self._outputs.publish(results, stamp)
         except Exception as e:
             data.report_model_error(e, self._warn, self.get_logger())
             return
@@ -376,14 +336,7 @@ class PipelineNode(ManagedNode):
         return last or None
 
     def _publish_safe_values(self, data: NodeData, values: list[Any], stamp: Any) -> None:
-        if self._publish_through is not None:
-            self._publish_through(values, stamp)
-            return
-        for publisher, writer, value in zip(
-            self._output_publishers, self._writers, values, strict=True
-        ):
-            if value is not None:
-                publisher.publish(writer.write(value, stamp))
+        self._outputs.publish(values, stamp)
 
     # --- status -------------------------------------------------------------------------
 
@@ -398,19 +351,9 @@ class PipelineNode(ManagedNode):
         inputs: Sequence[tuple[str, MatchCount]],
         state: str,
     ) -> dict[str, Any]:
-        return {
-            "node": data.name,
-            "state": state,
-            **self._operation(),
-            **data.counts(),
-            **self._cpu.status(),
-            "subscribers": {
-                publisher.topic_name: publisher.get_subscription_count()
-                for publisher in publishers
-            },
-            "publishers": {topic: count() for topic, count in inputs},
-            "received_on": data.received_on(),
-        }
+        """The record of ``data`` with this node's operating state and CPU placement."""
+        operation, cpu = self._operation(), self._cpu.status()
+        return status_record(data, publishers, inputs, state, operation, cpu)
 
     def _status_records(self, state: str) -> list[dict[str, Any]]:
         return [self.status(state)]

@@ -224,9 +224,9 @@ def _choose_input(kind, shape, names, message, order, period_ms) -> Binding | No
 
 
 def _choose_output(kind, shape, names, message, order, period_ms) -> Binding | None:
-    joint_target = kind.startswith("target/joint/") and kind.rsplit("/", 1)[1].split("_")[0] in (
-        "position", "velocity", "effort", "torques",
-    )  # fmt: skip
+    joint_target = kind.startswith("target/joint/") and (
+        kind.rsplit("/", 1)[1].split("_")[0] in _JOINT_TARGETS
+    )
     if not joint_target and kind not in ("kp", "kd"):
         if order:
             raise _UnfitError(f"ports.<port>.order needs joint targets, kp or kd, not {kind!r}")
@@ -248,6 +248,7 @@ def _choose_output(kind, shape, names, message, order, period_ms) -> Binding | N
 
 
 _JOINT_FIELDS = {"position": "position", "velocity": "velocity", "effort": "effort"}
+_JOINT_TARGETS = ("position", "velocity", "effort", "torques")  # target/joint/<these>[_...]
 _IMU_FIELDS = {
     "state/body/angular_velocity": ("angular_velocity", 3),
     "state/body/linear_acceleration": ("linear_acceleration", 3),

@@ -17,19 +17,38 @@ anywhere. The mapping (see the project's design brief):
 - QoS: depth 1, volatile; publishers reliable, subscriptions best effort ("newest wins");
 - firing: when every triggering input has a new message, or on a timer (``rate_hz``, by default
   ``pipeline.configs.frequency``) with the latest values.
+
+The plan's values (:class:`PipelinePlan`, :class:`NodePlan`, the port plans, QoS profiles and
+topic names) are defined in :mod:`leapp_ros.plan.graph_plan`; this module is where the rest of
+leapp_ros imports them from, with :func:`make_plan`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from leapp.errors import LeappError
 from leapp.spec import ModelSpec, Spec, TensorSpec
 from leapp_ros.plan.bindings import Binding, BindingError, PortOverride, bind_port
+from leapp_ros.plan.graph_plan import (
+    DIAGNOSTICS_TOPIC,
+    METADATA_QOS,
+    PUBLISHER_QOS,
+    STATUS_TOPIC,
+    SUBSCRIPTION_QOS,
+    TRANSITION_EVENTS,
+    Firing,
+    InputPlan,
+    NodePlan,
+    OutputPlan,
+    PipelinePlan,
+    PlanError,
+    QosPlan,
+    check_name,
+    check_namespace,
+    message_type,
+)
 
 __all__ = [
     "DIAGNOSTICS_TOPIC",
@@ -45,191 +64,10 @@ __all__ = [
     "PipelinePlan",
     "PlanError",
     "QosPlan",
+    "check_namespace",
     "make_plan",
     "message_type",
 ]
-
-
-class PlanError(LeappError):
-    """A spec cannot be mapped onto ROS 2 (invalid names, unsupported dtypes, bad settings)."""
-
-
-@dataclass(frozen=True)
-class QosPlan:
-    """A QoS profile in words: ``reliable``/``best_effort``, ``volatile``/``transient_local``."""
-
-    reliability: str
-    durability: str = "volatile"
-    depth: int = 1
-
-
-PUBLISHER_QOS = QosPlan("reliable")
-SUBSCRIPTION_QOS = QosPlan("best_effort")
-METADATA_QOS = QosPlan("reliable", "transient_local", 1)
-STATUS_TOPIC = "_leapp/status"  # std_msgs/String (JSON) from every node; hidden from topic lists
-DIAGNOSTICS_TOPIC = "/diagnostics"  # diagnostic_msgs/DiagnosticArray from every node
-TRANSITION_EVENTS = "transition_event"  # <node>/transition_event: a lifecycle node's transitions
-
-_MESSAGES = {
-    "float32": "Float32MultiArray",
-    "float64": "Float64MultiArray",
-    "float16": "Float32MultiArray",
-    "bfloat16": "Float32MultiArray",
-    "int8": "Int8MultiArray",
-    "int16": "Int16MultiArray",
-    "int32": "Int32MultiArray",
-    "int64": "Int64MultiArray",
-    "uint8": "UInt8MultiArray",
-    "uint16": "UInt16MultiArray",
-    "uint32": "UInt32MultiArray",
-    "uint64": "UInt64MultiArray",
-    "bool": "UInt8MultiArray",
-}
-
-
-def message_type(dtype: str) -> str:
-    """The ``std_msgs`` type carrying a tensor of ``dtype``: ``std_msgs/msg/Float32MultiArray``."""
-    try:
-        return f"std_msgs/msg/{_MESSAGES[dtype]}"
-    except KeyError:
-        raise PlanError(
-            f"dtype {dtype!r} has no std_msgs MultiArray; supported: {', '.join(_MESSAGES)}"
-        ) from None
-
-
-@dataclass(frozen=True)
-class InputPlan:
-    """One input port of a node and where its values come from.
-
-    ``kind`` is ``external`` (from outside the pipeline), ``data_flow`` (a producer in this
-    tick), ``feedback`` (another node's output, consumed on the next tick; never triggers) or
-    ``state`` (this node's own output, kept inside the node; no topic).
-    """
-
-    port: str
-    kind: str
-    topic: str | None  # relative topic name; None for state
-    message_type: str
-    dtype: str
-    shape: tuple[int, ...]
-    source: str | None = None  # "<node>/<port>" of the producer, None for external inputs
-    qos: QosPlan = SUBSCRIPTION_QOS
-    binding: Binding | None = None  # a standard robot message instead of the MultiArray
-    note: str = ""  # why this message (leapp-ros inspect)
-
-    @property
-    def triggers(self) -> bool:
-        """Whether a new message on this input counts towards firing the node."""
-        return self.kind in ("external", "data_flow")
-
-
-@dataclass(frozen=True)
-class OutputPlan:
-    """One output port of a node, published on its own topic."""
-
-    port: str
-    topic: str
-    message_type: str
-    dtype: str
-    shape: tuple[int, ...]
-    labels: tuple[str, ...] = ()  # one layout label per axis ("" when unnamed)
-    qos: QosPlan = PUBLISHER_QOS
-    binding: Binding | None = None  # a standard robot message instead of the MultiArray
-    note: str = ""  # why this message (leapp-ros inspect)
-
-
-@dataclass(frozen=True)
-class Firing:
-    """When a node runs: ``inputs`` (every triggering input is new) or ``timer`` (``rate_hz``)."""
-
-    mode: str = "inputs"
-    rate_hz: float | None = None
-    max_input_age_s: float | None = None  # inputs older than this are not used (None: no limit)
-    sync: str = "arrival"  # a set of inputs: newest messages, or messages of one header stamp
-    sync_slop_s: float = 0.0  # sync "approximate": the largest spread of stamps in one set
-
-
-@dataclass(frozen=True)
-class NodePlan:
-    name: str
-    model: ModelSpec
-    inputs: tuple[InputPlan, ...]
-    outputs: tuple[OutputPlan, ...]
-    firing: Firing = field(default_factory=Firing)
-
-    def input(self, port: str) -> InputPlan:
-        return next(i for i in self.inputs if i.port == port)
-
-    def output(self, port: str) -> OutputPlan:
-        return next(o for o in self.outputs if o.port == port)
-
-
-@dataclass(frozen=True)
-class PipelinePlan:
-    name: str
-    namespace: str  # absolute, e.g. "/torch_pipeline"
-    spec_path: Path
-    nodes: tuple[NodePlan, ...]
-    initial_values: Path | None = None
-
-    def node(self, name: str) -> NodePlan:
-        for node in self.nodes:
-            if node.name == name:
-                return node
-        raise PlanError(
-            f"pipeline {self.name!r} has no node {name!r}; its nodes are "
-            f"{', '.join(n.name for n in self.nodes)}"
-        )
-
-    def topics(self) -> list[tuple[str, str]]:
-        """Every data topic as ``(absolute name, type)``, as ``ros2 topic list -t`` shows it."""
-        found = {(self.resolve(o.topic), o.message_type) for n in self.nodes for o in n.outputs}
-        found |= {
-            (self.resolve(i.topic), i.message_type)
-            for n in self.nodes
-            for i in n.inputs
-            if i.topic is not None
-        }
-        return sorted(found)
-
-    def operation_topics(self, *, fused: bool = False) -> list[tuple[str, str]]:
-        """The topics of the running nodes besides the data topics, as ``topics()`` has
-        them: ``/diagnostics`` and each ROS node's lifecycle ``transition_event``."""
-        nodes = ["leapp_fused"] if fused else [node.name for node in self.nodes]
-        events = "lifecycle_msgs/msg/TransitionEvent"
-        return [
-            (DIAGNOSTICS_TOPIC, "diagnostic_msgs/msg/DiagnosticArray"),
-            *((self.resolve(f"{node}/{TRANSITION_EVENTS}"), events) for node in nodes),
-        ]
-
-    def resolve(self, topic: str) -> str:
-        """The absolute name of a relative ``topic`` under this plan's namespace."""
-        return f"{self.namespace.rstrip('/')}/{topic}"
-
-
-# ROS 2 name tokens: a letter or underscore first, then letters, digits, underscores; no "__".
-_TOKEN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-
-
-def check_name(what: str, name: str) -> None:
-    """Raise PlanError unless ``name`` is a valid ROS 2 node name / topic token."""
-    if _TOKEN.match(name) and "__" not in name and not name.endswith("_"):
-        return
-    suggestion = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", name)).strip("_") or "x"
-    if not suggestion[0].isalpha():
-        suggestion = f"n_{suggestion}"
-    raise PlanError(
-        f"{what} {name!r} is not a valid ROS 2 name (letters, digits and single underscores, "
-        f"starting with a letter); rename it, e.g. to {suggestion!r}, and export again"
-    )
-
-
-def check_namespace(namespace: str) -> str:
-    """Normalize ``namespace`` to an absolute name, rejecting invalid tokens."""
-    tokens = [t for t in namespace.strip().split("/") if t]
-    for token in tokens:
-        check_name("namespace token", token)
-    return "/" + "/".join(tokens)
 
 
 def make_plan(
@@ -261,9 +99,10 @@ def make_plan(
     for model in spec.models:
         check_name("node name", model.name)
         overrides = ports.get(model.name, {})
-        inputs = tuple(_input_plan(model, port, feeds.get(f"{model.name}/{port.name}"),
-                                   overrides)
-                       for port in model.inputs)  # fmt: skip
+        inputs = tuple(
+            _input_plan(model, port, feeds.get(f"{model.name}/{port.name}"), overrides)
+            for port in model.inputs
+        )
         _check_shared_topics(model.name, inputs)
         node_outputs = tuple(outputs[f"{model.name}/{port.name}"] for port in model.outputs)
         nodes.append(
@@ -290,8 +129,8 @@ def _default_firing(configs: Mapping[str, Any]) -> Firing:
 def _sources(spec: Spec) -> dict[str, tuple[str, str]]:
     """``"node/input" -> (kind, "producer/output")`` for every input an edge feeds."""
     fed: dict[str, tuple[str, str]] = {}
-    for kind, edges in (("data_flow", spec.pipeline.data_flow),
-                        ("feedback", spec.pipeline.feedback_flow)):  # fmt: skip
+    flows = (("data_flow", spec.pipeline.data_flow), ("feedback", spec.pipeline.feedback_flow))
+    for kind, edges in flows:
         for source, targets in edges.items():
             for target in targets:
                 self_edge = source.split("/")[0] == target.split("/")[0]
@@ -372,8 +211,15 @@ def _bind(
     period_ms: float | None = None,
 ) -> tuple[Binding | None, str]:
     try:
-        return bind_port(direction, port.kind, tuple(port.shape), port.element_names, override,
-                         where=where, temporal_period_ms=period_ms)  # fmt: skip
+        return bind_port(
+            direction,
+            port.kind,
+            tuple(port.shape),
+            port.element_names,
+            override,
+            where=where,
+            temporal_period_ms=period_ms,
+        )
     except BindingError as e:
         raise PlanError(str(e)) from e
 

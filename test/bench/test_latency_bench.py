@@ -1,8 +1,9 @@
 """The benches' rules: bench/ros_latency.py's hand-written raw CDR node encodes as rclpy
 serializes, the report judges each mode by ratios to the typed hand-written graph of its shape
 (latency <= 0.7x, 0.85x for one process per node; CPU per answer <= 0.75x; a rate at least the
-hand-written graph's) with the raw variant beside, the chain modes' floors answer over real
-topics; bench/export.py refuses a missing NVIDIA Python before measuring."""
+hand-written graph's) with the raw variant beside, a hand-written graph answers each input pair
+once over real topics with leapp.Pipeline's action; bench/export.py refuses a missing NVIDIA
+Python before measuring."""
 
 from __future__ import annotations
 
@@ -10,28 +11,25 @@ import array
 import re
 import sys
 
-import numpy as np
-import pytest
-from support.ros import REPO
-
-sys.path.insert(0, str(REPO / "bench"))
 import hand_written_nodes
 import latency_report
-from bare_calls import CHEAPEST, HAND_WRITTEN, Timing
-from export import STEP
+import numpy as np
+import pytest
+import ros_latency
+from bare_calls import Timing
 from latency_report import (
     COMPOSED,
-    FLOOR_OF,
     FUSED,
     FUSED_PROCESS,
+    HAND_CHAIN,
     HAND_WRITTEN_OF,
     MODES,
     PROCESSES,
     RAW_OF,
-    TIGHT,
     judge,
     report,
 )
+from support.ros import REPO
 
 
 def result(median: float, cpu: float = 300.0, sustained: int = 1000, answers=1.0) -> dict:
@@ -111,15 +109,13 @@ def test_a_graph_answering_twice_per_pair_is_invalid_not_judged():
 
 def test_report_prints_each_verdict_with_figures_and_the_raw_ratios_beside(capsys, monkeypatch):
     monkeypatch.setenv("ROS_DOMAIN_ID", "7")
-    timing = Timing(10.0, 20.0, 100)
-    inprocess = {TIGHT: {STEP: timing, HAND_WRITTEN: timing, CHEAPEST: timing}}
     results = {}
     for mode in MODES:
         results[HAND_WRITTEN_OF[mode]] = result(200.0, cpu=400.0, sustained=1000)
         results[RAW_OF[mode]] = result(160.0, cpu=360.0, sustained=2000)
         results[mode] = result(100.0, cpu=280.0, sustained=2000)
     results[PROCESSES] = result(180.0, cpu=320.0, sustained=500)  # fails all three
-    report(inprocess, results, {}, {})
+    report(results)
     printed = capsys.readouterr().out
     lines = re.findall(r"^ +(latency|CPU|rate) +(.+?) +(PASS|FAIL) *(.*)$", printed, re.M)
     assert len(lines) == 3 * len(MODES), printed
@@ -134,7 +130,6 @@ def test_report_prints_each_verdict_with_figures_and_the_raw_ratios_beside(capsy
     assert "raw CDR: median 0.62x, p99 0.62x" in printed  # 100 / 160
     assert "raw CDR: 0.78x" in printed  # CPU 280 / 360
     assert "9 of 12 verdicts PASS" in printed
-    assert "floor" not in printed
     assert re.search(r"leapp, composed .* 280 us,  0\.10 %$", printed, re.M), printed
 
 
@@ -143,20 +138,10 @@ def test_every_mode_has_a_latency_limit_and_both_references():
 
 
 def test_cpu_is_measured_per_mode_next_to_both_its_references():
-    import ros_latency
-
     labels = [*(ref for mode in MODES for ref in (HAND_WRITTEN_OF[mode], RAW_OF[mode])), *MODES]
-    groups = ros_latency.cpu_groups(dict.fromkeys([*labels, *FLOOR_OF.values(), "extra"]))
+    groups = ros_latency.cpu_groups(dict.fromkeys([*labels, "extra"]))
     assert groups == [
-        *(
-            (
-                mode,
-                HAND_WRITTEN_OF[mode],
-                RAW_OF[mode],
-                *([FLOOR_OF[mode]] if mode in FLOOR_OF else []),
-            )
-            for mode in MODES
-        ),
+        *((mode, HAND_WRITTEN_OF[mode], RAW_OF[mode]) for mode in MODES),
         ("extra",),
     ]
     assert ros_latency.cpu_groups(dict.fromkeys([FUSED, HAND_WRITTEN_OF[FUSED]])) == [
@@ -165,8 +150,6 @@ def test_cpu_is_measured_per_mode_next_to_both_its_references():
 
 
 def test_cpu_windows_alternate_and_turn_the_order_each_round():
-    import ros_latency
-
     order = []
 
     class Client:
@@ -184,29 +167,25 @@ def test_cpu_windows_alternate_and_turn_the_order_each_round():
     assert windows["a"][1] == (100.0 + 6, 0.0)  # a's second window: the sixth of all
 
 
-@pytest.mark.parametrize("mode", [COMPOSED, PROCESSES])
 @pytest.mark.ros
-def test_echo_chain_floor_answers_each_input_pair_once_over_dds(tmp_path, monkeypatch, mode):
-    """The chain modes' floor (raw CDR echo nodes wired like the pipeline) is a graph the
-    client can time: one action per input pair, none lost, over real topics."""
-    import ros_latency
-
+def test_a_hand_written_graph_answers_each_input_pair_once_with_the_pipelines_action(
+    tmp_path, monkeypatch
+):
+    """The reference of the verdicts is a graph the client can time: over real topics, one
+    action per input pair, none lost, and (checked as it starts) leapp.Pipeline's action."""
     import leapp.spec
     from leapp_ros.testing import reserve_domain_id
 
     with reserve_domain_id() as domain:
         monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
         monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-        spec = leapp.spec.load(ros_latency.export_seed(tmp_path))
-        label = FLOOR_OF[mode]
-        with ros_latency.reference_subjects(spec)[label](
-            ros_latency.namespace_of(label)
-        ) as client:
+        spec = leapp.spec.load(ros_latency.export_seed(tmp_path).spec_path)
+        enter = ros_latency.reference_subjects(spec)[HAND_CHAIN]
+        with enter(ros_latency.namespace_of(HAND_CHAIN)) as client:
+            assert client.checked is not None and client.checked <= 1e-5
             assert client.answers_per_pair() == 1.0
             client.sample(20)
             assert client.lost == 0 and len(client.times) == 20
-            action = spec.models[-1].outputs[0]
-            assert list(client.last_answer.data) == [0.0] * int(np.prod(action.shape))
 
 
 def test_export_bench_refuses_a_missing_nvidia_python_before_measuring(tmp_path):

@@ -5,12 +5,8 @@ rules that hold under any load are tested in test/operations and test/ros)."""
 from __future__ import annotations
 
 import re
-import sys
 
 import pytest
-from support.ros import REPO
-
-sys.path.insert(0, str(REPO / "bench"))
 import reaction_time
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]

@@ -11,13 +11,9 @@ asserted: 14 s say nothing about it (bench/soak.py --minutes 10 does).
 
 from __future__ import annotations
 
-import sys
-
 import pytest
-from support.ros import REPO, eager_seed, export_seed
-
-sys.path.insert(0, str(REPO / "bench"))
 import soak
+from support.ros import eager_seed, export_seed
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 

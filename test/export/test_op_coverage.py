@@ -17,8 +17,8 @@ import json
 import random
 from pathlib import Path
 
+import op_sweep
 import pytest
-from support import op_sweep as op_sweep
 
 pytestmark = pytest.mark.slow
 

@@ -70,19 +70,7 @@ MAX_LINES = 400
 # circle among some of them is excused too) or a module over MAX_LINES (its path). An entry that
 # no longer breaks a rule fails test_known_exceptions_still_apply: remove it.
 KNOWN_EXCEPTIONS = (
-    frozenset(  # issue 47: to be removed
-        {
-            "leapp.export",
-            "leapp.export.custom",
-            "leapp.export.jit",
-            "leapp.export.onnx",
-            "leapp.export.pt2",
-        }
-    ),
     frozenset({"leapp_ros.testing.graph", "leapp_ros.testing.replay"}),  # issue 47: to be removed
-    "leapp_ros/node/managed_node.py",  # issue 47: to be removed
-    "leapp_ros/node/pipeline_node.py",  # issue 47: to be removed
-    "leapp_ros/plan/pipeline.py",  # issue 47: to be removed
     "leapp_ros/run/composition.py",  # issue 47: to be removed
 )
 
@@ -370,16 +358,14 @@ def test_known_exceptions_still_apply():
     assert fixed == [], "fixed: remove these from KNOWN_EXCEPTIONS"
 
 
-def test_leapp_has_no_known_exception_outside_export():
-    # leapp.export is being reworked (issue 47); everything else in leapp/ keeps the rules.
+def test_leapp_has_no_known_exception():
+    # Every module of leapp/ keeps the rules; only leapp_ros has exceptions left to fix.
     names = [
         name
         for exception in KNOWN_EXCEPTIONS
         for name in (exception if isinstance(exception, frozenset) else {exception})
     ]
-    in_leapp = [name for name in names if name.replace("/", ".").split(".")[0] == "leapp"]
-    export = ("leapp.export", "leapp/export/")
-    assert [name for name in in_leapp if not name.startswith(export)] == []
+    assert [name for name in names if name.replace("/", ".").split(".")[0] == "leapp"] == []
 
 
 def test_every_leapp_ros_module_is_in_a_package():

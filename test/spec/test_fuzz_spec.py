@@ -190,8 +190,9 @@ def folder(tmp_path_factory) -> Path:
 
 
 def check_load(folder: Path, text: bytes, *, verify_checksums: bool = False) -> Spec | None:
-    """Load ``text`` as ``folder/pipe/pipe.yaml``: a Spec or a SpecError, fast; a loaded spec
-    dumps and loads back equal. Returns the spec, or None for a SpecError."""
+    """Load ``text`` as ``folder/pipe/pipe.yaml``: a Spec or a SpecError, within the work
+    budget (:data:`CALLS`) and :data:`MEGABYTES`; a loaded spec dumps and loads back equal.
+    Returns the spec, or None for a SpecError."""
     export = folder / "pipe"
     export.mkdir(exist_ok=True)
     (export / "pipe.yaml").write_bytes(text)
@@ -202,6 +203,7 @@ def check_load(folder: Path, text: bytes, *, verify_checksums: bool = False) -> 
             assert str(e) and all(isinstance(p, str) for p in e.problems)
             loaded = None
     assert work.calls < CALLS, f"loading made {work.calls} Python calls"
+    assert work.peak_bytes < MEGABYTES * 2**20, f"loading allocated {work.peak_bytes} bytes"
     if loaded is not None:  # dump writes what load reads back; text, as NaN != NaN
         assert isinstance(loaded, Spec)
         first = spec_file.dump(loaded, folder / "first" / "pipe.yaml").path

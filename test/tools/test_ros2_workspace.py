@@ -42,12 +42,10 @@ pytest.importorskip(
 )
 
 import torch
+from graph_client import descendants  # the processes a command started
 from support.composition import skip_unless_composition_works
 from support.ros import eager_seed
 from support.runner import REPO, Command, SeedIO, pid_alive, wait_until
-
-sys.path.insert(0, str(REPO / "bench"))
-from graph_client import descendants  # the processes a command started
 
 from leapp_ros.testing import Probe, claim_domain_id, ros_env
 

@@ -329,7 +329,7 @@ def run_case(case: Case, backend: str, directory: Path) -> Result:
 # --- running cases in worker processes -------------------------------------------------------
 #
 # A case can kill the process that runs it (ONNX Runtime raised SIGFPE on an empty tensor), so
-# cases run in worker processes: ``python test/support/op_sweep.py --worker MODE ROOT`` reads
+# cases run in worker processes: ``python bench/op_sweep.py --worker MODE ROOT`` reads
 # ``key backend`` lines on stdin and answers one ``@@ {json}`` line each on stdout. A worker that
 # dies takes only its current case with it (a crash); a fresh one takes over.
 

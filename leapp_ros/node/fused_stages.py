@@ -1,0 +1,87 @@
+"""The pipeline nodes inside a fused node (:mod:`leapp_ros.node.fused_node`), as stages: each
+one's data path (:class:`~leapp_ros.node.data_path.NodeData`) and its links to the others,
+in producer-before-consumer order (:func:`load_stages`).
+
+A stage's ``data_links`` hand an output to a consumer in the same tick, its
+``feedback_links`` on the next one; ``publish_now`` are the pipeline results (published as soon
+as the stage has run), ``publish_later`` the intermediates another stage consumes (published
+once the tick is over, each with what says whether anyone wants it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from leapp.errors import SpecError
+from leapp.spec import Spec
+from leapp.spec.order import execution_order
+from leapp_ros.messages.topic_io import OutputWriter
+from leapp_ros.node.data_path import NodeData
+from leapp_ros.node.match_count import MatchCount
+from leapp_ros.plan.pipeline import NodePlan, PipelinePlan
+from leapp_ros.plan.settings import StartupError
+
+__all__ = ["Stage", "load_stages"]
+
+
+@dataclass(eq=False)
+class Stage(NodeData):
+    """One pipeline node inside the fused node: its data path and its links to the others."""
+
+    producers: frozenset[int] = frozenset()  # stages whose outputs it reads in the same tick
+    data_links: list[tuple[int, Stage, int]] = field(default_factory=list)
+    feedback_links: list[tuple[int, Stage, int]] = field(default_factory=list)
+    publish_now: list[tuple[int, Any, OutputWriter]] = field(default_factory=list)
+    # intermediates, published after the outputs; each with what says whether anyone wants it
+    publish_later: list[tuple[int, Any, OutputWriter, Callable[[], int]]] = field(
+        default_factory=list
+    )
+    publishers: list[Any] = field(default_factory=list)
+    input_counts: list[tuple[str, MatchCount]] = field(default_factory=list)  # by topic
+
+
+def load_stages(
+    spec: Spec, plan: PipelinePlan, *, check_nonfinite: bool, limits: dict[str, Any]
+) -> list[Stage]:
+    """The pipeline's nodes as stages in producer-before-consumer order, wired together."""
+    order = _node_order(plan)
+    position = {node.name: n for n, node in enumerate(order)}
+    stages = []
+    for node in order:
+        stage = Stage.load(spec, plan, node, check_nonfinite=check_nonfinite, limits=limits)
+        stage.producers = frozenset(
+            position[port.source.split("/", 1)[0]]
+            for port in node.inputs
+            if port.kind == "data_flow" and port.source is not None
+        )
+        stages.append(stage)
+    by_name = {stage.name: stage for stage in stages}
+    for consumer in stages:
+        for index, port in enumerate(consumer.plan.inputs):
+            if port.kind not in ("data_flow", "feedback") or port.source is None:
+                continue
+            producer_name, output = port.source.split("/", 1)
+            producer = by_name[producer_name]
+            link = (producer.plan.outputs.index(producer.plan.output(output)), consumer, index)
+            links = producer.data_links if port.kind == "data_flow" else producer.feedback_links
+            links.append(link)
+    return stages
+
+
+def _node_order(plan: PipelinePlan) -> list[NodePlan]:
+    """The plan's nodes, producers before consumers (data_flow), otherwise in plan order."""
+    needs = {
+        node.name: {
+            port.source.split("/", 1)[0]
+            for port in node.inputs
+            if port.kind == "data_flow" and port.source is not None
+        }
+        for node in plan.nodes
+    }
+    try:
+        names = execution_order(needs, pipeline=plan.name)
+    except SpecError as e:
+        raise StartupError(str(e)) from e
+    return [plan.node(name) for name in names]
