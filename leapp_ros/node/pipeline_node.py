@@ -30,7 +30,7 @@ bus (composed), it exchanges values with the other pipeline nodes of its process
 (``std_msgs/String``) on ``_leapp/status`` (reliable, transient local, depth 1) when ready,
 then every second and soon after each change (at most ten times a second)::
 
-    {"node": "preprocess", "state": "ready", "lifecycle": "active", "estop": false,
+    {"node": "preprocess", "state": "ready", "pid": 4242, "lifecycle": "active", "estop": false,
      "safe_action": false, "runs": 12, "received": 24, "dropped": 0, "stale": 0, "errors": 0,
      "nonfinite_inputs": 0, "nonfinite_outputs": 0, "incomplete_sets": 0, "timeouts": 0,
      "safe_actions": 0, "clamped": 0, "step_limited": 0, "cpu_latency_us": null,
@@ -40,7 +40,8 @@ then every second and soon after each change (at most ten times a second)::
      "received_on": {"/torch_pipeline/preprocess/state": 12,
                      "/torch_pipeline/preprocess/velocity": 12}}
 
-(``cpu_latency_us``: the CPU latency request held, ``cpu_affinity``: the CPUs pinned to, null
+(``pid``: the node's process, by which ``leapp-ros run`` knows its processes ready;
+``cpu_latency_us``: the CPU latency request held, ``cpu_affinity``: the CPUs pinned to, null
 for none; ``subscribers``: the subscriptions each output's publisher matched;
 ``publishers``: the publishers each input's subscription matched; with both a tester knows
 when every hop is connected both ways, as a best-effort subscription drops what a publisher
@@ -53,6 +54,7 @@ Exit codes: 0 after SIGINT/SIGTERM, 2 for a startup problem (one error line on s
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -401,6 +403,7 @@ class PipelineNode(ManagedNode):
         return {
             "node": data.name,
             "state": state,
+            "pid": os.getpid(),  # which process: the runner's readiness (leapp_ros.run.runner)
             **self._operation(),
             **data.counts(),
             **self._cpu.status(),

@@ -79,11 +79,9 @@ KNOWN_EXCEPTIONS = (
             "leapp.export.pt2",
         }
     ),
-    frozenset({"leapp_ros.testing.graph", "leapp_ros.testing.replay"}),  # issue 47: to be removed
     "leapp_ros/node/managed_node.py",  # issue 47: to be removed
     "leapp_ros/node/pipeline_node.py",  # issue 47: to be removed
     "leapp_ros/plan/pipeline.py",  # issue 47: to be removed
-    "leapp_ros/run/composition.py",  # issue 47: to be removed
 )
 
 
