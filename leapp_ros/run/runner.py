@@ -152,6 +152,12 @@ class RunningGraph:
         with self._changed:
             return all(child.is_ready(self._ready) for child in self._children)
 
+    def ready_nodes(self) -> dict[str, tuple[str, ...]]:
+        """Per process (by label), its pipeline nodes that published a ``ready`` record from
+        its current process (without watching: all of them while it runs)."""
+        with self._changed:
+            return {child.plan.label: child.ready_nodes(self._ready) for child in self._children}
+
     def wait_ready(self, timeout_s: float | None = None) -> bool:
         """Block until every process is ready; False on timeout or when the graph stopped
         first (:attr:`failure` then says why)."""

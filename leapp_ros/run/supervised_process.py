@@ -59,14 +59,19 @@ class SupervisedProcess:
     def running(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
-    def is_ready(self, ready: Set[tuple[int, str]] | None) -> bool:
-        """Running, and each of its pipeline nodes is ``ready``: ``(pid, pipeline node)`` of
-        its current process is in ``ready`` (None: running is enough)."""
+    def ready_nodes(self, ready: Set[tuple[int, str]] | None) -> tuple[str, ...]:
+        """Its pipeline nodes that are ready: ``(pid, node)`` of its current process is in
+        ``ready`` (None: every node while it runs); none while it is not running."""
         if not self.running:
-            return False
+            return ()
         assert self.popen is not None
         pid = self.popen.pid
-        return ready is None or all((pid, node) in ready for node in self.plan.pipeline_nodes)
+        nodes = self.plan.pipeline_nodes
+        return tuple(node for node in nodes if ready is None or (pid, node) in ready)
+
+    def is_ready(self, ready: Set[tuple[int, str]] | None) -> bool:
+        """Running, and each of its pipeline nodes is ready (:meth:`ready_nodes`)."""
+        return self.running and self.ready_nodes(ready) == self.plan.pipeline_nodes
 
     def start(self, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
         """Start the process (again), forgetting its last stderr lines and any restart that
