@@ -1,11 +1,9 @@
 """Run a pipeline's ROS 2 graph without ``ros2 launch``: start, supervise and stop its processes.
 
 Where ROS 2 comes from pip there is no launch system, so this module does its job for leapp
-graphs: it starts the processes :func:`~leapp_ros.run.processes.plan_processes` describes for
-the graph's :class:`~leapp_ros.run.deployment.GraphOptions` (one per pipeline node, ``python -m
-leapp_ros.node.pipeline_node --ros-args -r __node:=<node> -r __ns:=<ns> -p spec_path:=<spec>
-...``; every node in one ``leapp_ros.run.container``; or one ``leapp_ros.node.fused_node``),
-the same processes ``ros2 launch`` starts from ``pipeline.launch.py``. ::
+graphs: it starts (``python -m <module>``) the processes that
+:func:`~leapp_ros.run.processes.plan_processes` gives for the graph's options, the same ones
+``ros2 launch`` starts from ``pipeline.launch.py``. ::
 
     from leapp_ros.run.deployment import Deployment
     from leapp_ros.run.runner import run_graph
@@ -20,11 +18,10 @@ the same processes ``ros2 launch`` starts from ``pipeline.launch.py``. ::
 - Output: each line a process writes is passed on with its label in front (``[policy] ...``),
   stdout to stdout, stderr to stderr.
 - Readiness: a process is ready once each of its pipeline nodes has published a ``ready``
-  status record on ``_leapp/status`` from that process (its ``pid``): configured, model
-  loaded and warmed up. The runner watches the records with a hidden node of its own
-  (:class:`~leapp_ros.run.status_watch.StatusWatch`) in the processes' domain, so it knows
-  at any log level; a record of an earlier start or another process never counts. With
-  ``autostart: false`` the nodes are ready once ``ros2 lifecycle`` configured them.
+  status record from that process (its ``pid``; model loaded and warmed up), whatever the
+  log level: a hidden node of the runner watches ``_leapp/status``
+  (:class:`~leapp_ros.run.status_watch.StatusWatch`). A record of an earlier start or of
+  another process never counts. With ``autostart: false``: once ``ros2 lifecycle`` configured.
 - Failure: a process that exits without being asked to is reported (label, pid, exit code or
   signal, its last stderr lines), the others are stopped and the exit code is 1 (2 when the
   process exited with 2, a node's code for a configuration problem). With ``restart=True`` it
@@ -122,7 +119,6 @@ class RunningGraph:
         self._hurry = False
         self._thread: threading.Thread | None = None
         self._graph_ready = False
-        self._watching = watch_status
         self._watch: StatusWatch | None = None
         # (pid, pipeline node) of every ready status record seen, None without watching
         self._ready: set[tuple[int, str]] | None = set() if watch_status else None
@@ -134,7 +130,7 @@ class RunningGraph:
         """Start every process (from the supervisor thread) and return at once."""
         if self._thread is not None:
             raise RuntimeError(f"{self.name}: the graph was started already")
-        if self._watching:  # before any process: no record of theirs is missed
+        if self._ready is not None:  # watch before any process starts: no record is missed
             namespaces = {child.plan.namespace for child in self._children}
             self._watch = StatusWatch(namespaces, self._env, self._on_status)
         self._thread = threading.Thread(target=self._supervise, name=f"runner {self.name}")
@@ -146,6 +142,11 @@ class RunningGraph:
     def pids(self) -> dict[str, int | None]:
         """The process id of every process by label (None while it is not running)."""
         return {c.plan.label: c.popen.pid if c.running else None for c in self._children}
+
+    @property
+    def commands(self) -> dict[str, list[str]]:
+        """The command line of every process by label."""
+        return {child.plan.label: list(child.argv) for child in self._children}
 
     def is_ready(self) -> bool:
         """Whether every process is running and ready."""
