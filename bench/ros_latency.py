@@ -256,6 +256,7 @@ def leapp_subjects(spec, cpu_latency_us: int = -1, pin: bool = False) -> dict[st
     yields a primed :class:`Client`. ``cpu_latency_us`` < 0: no CPU latency request."""
     from leapp_ros.node.intra_process import IntraProcessBus
     from leapp_ros.node.pipeline_node import PipelineNode
+    from leapp_ros.run.deployment import Deployment, GraphOptions
     from leapp_ros.run.processes import plan_processes
 
     latency = None if cpu_latency_us < 0 else cpu_latency_us
@@ -291,12 +292,10 @@ def leapp_subjects(spec, cpu_latency_us: int = -1, pin: bool = False) -> dict[st
             )
         ]
 
-    def graph(**options) -> Callable:
+    def graph(**fields) -> Callable:
         def start(plan):
-            processes = plan_processes(
-                plan, log_level="info", cpu_latency_us=latency, pin_cpus=pin, **options
-            )
-            return running_graph(processes)
+            chosen = GraphOptions(log_level="info", cpu_latency_us=latency, pin_cpus=pin, **fields)
+            return running_graph(plan_processes(plan, chosen))
 
         return lambda ns: separate_client(spec, ns, start)
 
@@ -304,7 +303,7 @@ def leapp_subjects(spec, cpu_latency_us: int = -1, pin: bool = False) -> dict[st
         COMPOSED: lambda ns: composed_client(spec, ns, pipeline_nodes),
         PROCESSES: graph(),
         FUSED: lambda ns: composed_client(spec, ns, fused_node),
-        FUSED_PROCESS: graph(fused=True),
+        FUSED_PROCESS: graph(deployment=Deployment.FUSED),
     }
 
 
