@@ -13,11 +13,9 @@ pipeline (default name ``<pipeline>_ros``)::
     launch/<pipeline>_fused.launch.py    one leapp_fused node running every node per tick
     test/test_<pipeline>_topics.py       launch_testing test replaying the traced examples
 
-The launch files return leapp_ros's (:mod:`leapp_ros.run.launch_description`) with the
-package's defaults, so they start what ``leapp-ros run`` and ``pipeline.launch.py`` start.
-
-It builds with ``colcon build`` on a ROS 2 install and installs with pip where ROS 2 comes from
-wheels; both put package.xml, launch, config and export under ``share/<package>``.
+The launch files return leapp_ros's launch description with the package's defaults. The
+package builds with ``colcon build`` on a ROS 2 install and installs with pip where ROS 2
+comes from wheels; both put package.xml, launch, config and export under ``share/<package>``.
 
 Example::
 
