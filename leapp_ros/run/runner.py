@@ -59,7 +59,7 @@ from leapp_ros.run.processes import (
     load_plan,
     plan_processes,
 )
-from leapp_ros.run.status_watch import StatusWatch
+from leapp_ros.run.status_watch import ReadyNodes, StatusWatch
 from leapp_ros.run.supervised_process import RestartPolicy, SupervisedProcess
 
 __all__ = [
@@ -120,8 +120,7 @@ class RunningGraph:
         self._thread: threading.Thread | None = None
         self._graph_ready = False
         self._watch: StatusWatch | None = None
-        # (pid, pipeline node) of every ready status record seen, None without watching
-        self._ready: set[tuple[int, str]] | None = set() if watch_status else None
+        self._ready = ReadyNodes() if watch_status else None  # None: ready means running
         self.failure: str | None = None  # why the graph stopped by itself, if it did
         self._failure_code = EXIT_FAILED
         self.exit_code: int | None = None  # set once every process has stopped
@@ -239,29 +238,23 @@ class RunningGraph:
         child.read_line(text, is_stderr)
 
     def _on_status(self, record: dict[str, Any]) -> None:
-        """A status record (from the watch's thread): ``ready`` and ``stopping`` of a
-        pipeline node in a process of this graph change its readiness."""
-        pid, node, state = record.get("pid"), record.get("node"), record.get("state")
-        if not isinstance(pid, int) or not isinstance(node, str) or self._ready is None:
-            return
+        """A status record (from the watch's thread), for the process it names."""
         with self._changed:
-            if state == "ready":
-                self._ready.add((pid, node))
-            elif state == "stopping":
-                self._ready.discard((pid, node))
+            pid = self._ready.take(record) if self._ready is not None else None
             for child in self._children:
-                if child.popen is not None and child.popen.pid == pid:
+                if pid is not None and child.popen is not None and child.popen.pid == pid:
                     self._note_readiness(child)
 
     def _note_readiness(self, child: SupervisedProcess) -> None:
         with self._changed:
             if child.is_ready(self._ready) and not child.announced:
                 child.announced = True
-                if child.starts > 1:
+                if child.starts > 1 and self._ready is not None:  # (not watching: running)
                     logger.info("%s: '%s' is ready again", self.name, child.plan.label)
             if not self._graph_ready and self.is_ready():
                 self._graph_ready = True
-                logger.info("%s: graph ready (%d processes)", self.name, len(self._children))
+                if self._ready is not None:
+                    logger.info("%s: graph ready (%d processes)", self.name, len(self._children))
             self._changed.notify_all()
 
     def _check_children(self) -> None:

@@ -8,7 +8,8 @@ the process it runs in (``pid``). :class:`StatusWatch` is a hidden rclpy node (`
 on a private context in the processes' ROS domain, with the discovery settings of their
 environment, subscribed to those topics and spun by a thread of its own; it hands every record
 to a callback. The runner (:mod:`leapp_ros.run.runner`) learns from them when each of its
-processes is ready, whatever the nodes' log level.
+processes is ready, whatever the nodes' log level: :class:`ReadyNodes` keeps ``(pid, node)`` of
+every node that said ``ready`` and has not said ``stopping`` since.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from leapp_ros.plan.pipeline import STATUS_TOPIC
 
-__all__ = ["DISCOVERY_VARIABLES", "StatusWatch", "status_topic"]
+__all__ = ["DISCOVERY_VARIABLES", "ReadyNodes", "StatusWatch", "status_topic"]
 
 #: the environment variables rcl reads for discovery when a context starts
 DISCOVERY_VARIABLES = ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_STATIC_PEERS", "ROS_LOCALHOST_ONLY")
@@ -33,6 +34,28 @@ _SLICE_S = 0.1  # longest single spin: how soon close() is noticed
 def status_topic(namespace: str | None) -> str:
     """``<namespace>/_leapp/status`` (``/_leapp/status`` for no namespace)."""
     return f"{(namespace or '').rstrip('/')}/{STATUS_TOPIC}"
+
+
+class ReadyNodes:
+    """``(pid, pipeline node)`` of every ``ready`` status record taken, less those whose
+    node said ``stopping`` from the same process since (``in`` asks)."""
+
+    def __init__(self) -> None:
+        self._ready: set[tuple[int, str]] = set()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._ready
+
+    def take(self, record: Mapping[str, Any]) -> int | None:
+        """Note ``record``; the pid it came from (None: it names no pid or node)."""
+        pid, node, state = record.get("pid"), record.get("node"), record.get("state")
+        if not isinstance(pid, int) or not isinstance(node, str):
+            return None
+        if state == "ready":
+            self._ready.add((pid, node))
+        elif state == "stopping":
+            self._ready.discard((pid, node))
+        return pid
 
 
 class StatusWatch:

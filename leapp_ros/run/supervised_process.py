@@ -17,7 +17,7 @@ import signal
 import subprocess
 import time
 from collections import deque
-from collections.abc import Mapping, Set
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 
 from leapp_ros.run.processes import ProcessPlan, start_process
@@ -59,7 +59,7 @@ class SupervisedProcess:
     def running(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
-    def ready_nodes(self, ready: Set[tuple[int, str]] | None) -> tuple[str, ...]:
+    def ready_nodes(self, ready: Container[tuple[int, str]] | None) -> tuple[str, ...]:
         """Its pipeline nodes that are ready: ``(pid, node)`` of its current process is in
         ``ready`` (None: every node while it runs); none while it is not running."""
         if not self.running:
@@ -69,7 +69,7 @@ class SupervisedProcess:
         nodes = self.plan.pipeline_nodes
         return tuple(node for node in nodes if ready is None or (pid, node) in ready)
 
-    def is_ready(self, ready: Set[tuple[int, str]] | None) -> bool:
+    def is_ready(self, ready: Container[tuple[int, str]] | None) -> bool:
         """Running, and each of its pipeline nodes is ready (:meth:`ready_nodes`)."""
         return self.running and self.ready_nodes(ready) == self.plan.pipeline_nodes
 

@@ -144,7 +144,7 @@ def test_an_intermediate_is_encoded_only_while_someone_subscribes(seed):
 def test_verify_fused_replays_the_example_and_random_ticks_through_one_node(seed, capsys):
     assert main(["verify", str(seed.path), "--fused"]) == 0
     report = capsys.readouterr().out
-    assert "21 of 21 samples replayed on /torch_pipeline (one node running the whole " in report
+    assert "21 of 21 samples replayed on /torch_pipeline (fused) against" in report
     assert "then leapp.Pipeline on 20 random ticks within their range (seed 0)" in report
 
 
