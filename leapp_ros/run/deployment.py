@@ -115,7 +115,9 @@ class GraphOptions:
             put("params_file", _params_file(self.params_file))
         _check_cpu_latency(self.cpu_latency_us)
         put("remaps", _remaps(self.remaps))
-        if self.nodes is not None:
+        if isinstance(self.nodes, str):  # a comma list
+            put("nodes", node_names(self.nodes))
+        elif self.nodes is not None:
             put("nodes", tuple(self.nodes))
         put("pin_cpus", bool(self.pin_cpus))
         if self.autostart is not None:
@@ -124,12 +126,12 @@ class GraphOptions:
     @classmethod
     def from_arguments(cls, values: Mapping[str, str]) -> GraphOptions:
         """The options that launch arguments (or other strings) give: ``deployment``
-        (``processes``, ``composed``, ``fused``; ``composed: true`` / ``fused: true``, the older
-        form, say the same and win over ``processes``),
-        ``namespace``, ``log_level``, ``params_file``, ``cpu_latency_us`` (a whole number),
-        ``pin_cpus`` and ``autostart`` (``true`` / ``false``), ``remaps`` (rules separated by
-        spaces or commas), ``nodes`` (a comma list). An empty or missing value is the default;
-        ``autostart: true`` leaves it to the parameters file.
+        (``processes``, ``composed``, ``fused``; ``composed: true`` / ``fused: true``, the
+        older form, say the same and win over ``processes``), ``namespace``, ``log_level``,
+        ``params_file``, ``cpu_latency_us`` (a whole number), ``pin_cpus`` and ``autostart``
+        (``true`` / ``false``), ``remaps`` (rules separated by spaces or commas), ``nodes`` (a
+        comma list). An empty or missing value is the default; ``autostart: true`` leaves it
+        to the parameters file.
 
         Raises:
             PlanError: a value that does not fit (named), or two deployments asked for.
