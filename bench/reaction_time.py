@@ -121,13 +121,13 @@ def estop(graph, repeat: int) -> list[float]:
 
 def timer_rates(export: Path, repeat: int) -> list[float]:
     """The ``firing_rate_hz`` a preprocess on a ``RATE_HZ`` timer reports, ``repeat`` times."""
-    from leapp_ros.testing import GraphUnderTest
+    from leapp_ros.testing import GraphOptions, GraphUnderTest
 
     with tempfile.TemporaryDirectory() as folder:
         params = Path(folder) / "timer.yaml"
         section = {"ros__parameters": {"firing": "timer", "rate_hz": RATE_HZ}}
         params.write_text(yaml.safe_dump({f"{NAMESPACE}/preprocess": section}))
-        with GraphUnderTest(export, params_file=params) as graph:
+        with GraphUnderTest(export, GraphOptions(params_file=params)) as graph:
             reports = _diagnostics(graph, f"{NAMESPACE}/preprocess")
             graph.publish(
                 {"preprocess/state": torch.randn(6), "preprocess/velocity": torch.randn(3)}
@@ -147,12 +147,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mode", default="processes", choices=["processes", "composed", "fused"])
     args = parser.parse_args(argv)
 
-    from leapp_ros.testing import MODES, GraphUnderTest
+    from leapp_ros.testing import GraphOptions, GraphUnderTest
 
     with tempfile.TemporaryDirectory() as folder:
         export = export_seed(Path(folder)).spec_path
         params = _params(Path(folder))
-        with GraphUnderTest(export, params_file=params, **MODES[args.mode]) as graph:
+        with GraphUnderTest(export, GraphOptions(args.mode, params_file=params)) as graph:
             ages, delays = watchdog(graph, args.repeat)
             stops = estop(graph, args.repeat)
         rates = timer_rates(export, args.repeat)

@@ -199,6 +199,7 @@ def leapp_subjects(spec) -> dict[str, Callable]:
     from leapp_ros.node.fused_node import FusedPipelineNode
     from leapp_ros.node.intra_process import IntraProcessBus
     from leapp_ros.node.pipeline_node import PipelineNode
+    from leapp_ros.run.deployment import Deployment, GraphOptions
     from leapp_ros.run.processes import plan_processes
 
     def pipeline_nodes(context, plan) -> list:
@@ -228,9 +229,9 @@ def leapp_subjects(spec) -> dict[str, Callable]:
             )
         ]
 
-    def graph(**options) -> Callable:
+    def graph(**fields) -> Callable:
         def start(plan):
-            return running_graph(plan_processes(plan, log_level="info", **options))
+            return running_graph(plan_processes(plan, GraphOptions(log_level="info", **fields)))
 
         return lambda ns: separate_client(spec, ns, start)
 
@@ -238,7 +239,7 @@ def leapp_subjects(spec) -> dict[str, Callable]:
         COMPOSED: lambda ns: composed_client(spec, ns, pipeline_nodes),
         PROCESSES: graph(),
         FUSED: lambda ns: composed_client(spec, ns, fused_node),
-        FUSED_PROCESS: graph(fused=True),
+        FUSED_PROCESS: graph(deployment=Deployment.FUSED),
     }
 
 

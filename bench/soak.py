@@ -59,7 +59,9 @@ from soak_client import BAD_KINDS, SoakClient, TickCode
 
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 
-MODES = {"processes": {}, "composed": {"composed": True}, "fused": {"fused": True}}
+from leapp_ros.run.deployment import Deployment
+
+MODES = {deployment.value: deployment for deployment in Deployment}
 FLAT_GROWTH = 0.05
 _LIVE_GUARD_S = 0.1  # answers this long after a fault ended come from inputs sent after it
 _STATUS_WAIT_S = 2.5  # status records come every second
@@ -495,7 +497,7 @@ def run_mode(
     restarts = _RestartCount()
     runner_log = logging.getLogger("leapp_ros.run.runner")
     runner_log.addHandler(restarts)
-    processes = plan_processes(plan, **MODES[mode])
+    processes = plan_processes(plan, MODES[mode])
     graph = RunningGraph(
         processes, name=f"soak {mode}", env=ros_env(domain_id, base={}), restart=True,
         stdout=tail, stderr=tail,  # type: ignore[arg-type]

@@ -1,12 +1,13 @@
 """The README's first command: export the seed pipeline, run it as a live ROS 2 graph, and show
 that what comes back over ROS is what eager PyTorch computes.
 
-    python examples/demo.py [--save-path DIR] [--composed]
+    python examples/demo.py [--save-path DIR] [--deployment processes|composed|fused]
 
 1. traces ``examples/torch_pipeline.py`` and exports it (prints the recorded graphs and the spec);
 2. compares the export (``leapp.Pipeline``) with eager PyTorch on fresh random inputs;
-3. starts the export as a graph of ROS 2 nodes (one process per pipeline node, or one process
-   with ``--composed``), publishes example ``state`` and ``velocity`` messages on
+3. starts the export as a graph of ROS 2 nodes (one process per pipeline node; one process for
+   all with ``--deployment composed``, or ``--composed``; one fused node with ``--deployment
+   fused``), publishes example ``state`` and ``velocity`` messages on
    ``/torch_pipeline/preprocess/{state,velocity}`` and prints the ``action`` received on
    ``/torch_pipeline/policy/action`` next to the eager result.
 
@@ -57,14 +58,14 @@ def compare(policy: torch.nn.Module, path: Path, samples: int) -> float:
     return worst
 
 
-def run_live(policy: torch.nn.Module, path: Path, samples: int, composed: bool) -> float:
+def run_live(policy: torch.nn.Module, path: Path, samples: int, deployment: str) -> float:
     """Largest |ROS - eager| over ``samples`` inputs sent through the live graph."""
-    from leapp_ros.testing import GraphUnderTest
+    from leapp_ros.testing import Deployment, GraphUnderTest
 
-    mode = "one process (composed)" if composed else "one process per node"
-    print(f"\n== live ROS 2 graph, {mode}: starting leapp nodes...")
+    chosen = Deployment.parse(deployment)
+    print(f"\n== live ROS 2 graph, {chosen.description}: starting leapp nodes...")
     worst = 0.0
-    with GraphUnderTest(path, composed=composed, timeout_s=90) as graph:
+    with GraphUnderTest(path, chosen, timeout_s=90) as graph:
         for topic, kind in sorted(graph.expect_topics().items()):
             print(f"  {topic:<38} {kind}")
         for index in range(samples):
@@ -97,7 +98,19 @@ def main() -> int:
     parser.add_argument("--save-path", type=Path, default=Path("out/demo"))
     parser.add_argument("--samples", type=int, default=100, help="fresh inputs compared")
     parser.add_argument("--ros-samples", type=int, default=20, help="inputs sent over ROS")
-    parser.add_argument("--composed", action="store_true", help="all nodes in one process")
+    parser.add_argument(
+        "--deployment",
+        choices=("processes", "composed", "fused"),
+        default="processes",
+        help="one process per node (default), all nodes in one process, or one fused node",
+    )
+    parser.add_argument(
+        "--composed",
+        dest="deployment",
+        action="store_const",
+        const="composed",
+        help="the same as --deployment composed",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -115,7 +128,7 @@ def main() -> int:
     worst = compare(policy, compiled.path, args.samples)
     verdict = "match" if worst <= 1e-5 else "DIFFER"
     print(f"  largest difference over {args.samples} inputs: {worst:.2e} ({verdict})")
-    live = run_live(policy, compiled.path, args.ros_samples, args.composed)
+    live = run_live(policy, compiled.path, args.ros_samples, args.deployment)
     live_verdict = "match" if live <= 1e-5 else "DIFFER"
     print(f"  largest difference over ROS, {args.ros_samples} inputs: {live:.2e} ({live_verdict})")
     return 0 if max(worst, live) <= 1e-5 else 1

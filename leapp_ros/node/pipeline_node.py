@@ -28,7 +28,8 @@ and logged (at most once a second) and the node keeps running. Created with an i
 bus (composed), it exchanges values with the other pipeline nodes of its process directly
 (:mod:`leapp_ros.node.intra_process`). Every node publishes its status as JSON on
 ``_leapp/status`` when ready, then every second and soon after each change, and
-``"state": "stopping"`` once on shutdown (the record's fields:
+``"state": "stopping"`` once on shutdown (the record's fields, ``pid`` among them, by
+which ``leapp-ros run`` knows its processes ready:
 :mod:`leapp_ros.node.status_report`); it logs ``leapp node '<name>' ready`` when ready.
 Exit codes: 0 after SIGINT/SIGTERM, 2 for a startup problem (one error line on stderr).
 """

@@ -4,7 +4,7 @@ health on ``/diagnostics`` (:mod:`leapp_ros.node.diagnostics`).
 A record is JSON (``std_msgs/String``) on ``_leapp/status`` (reliable, transient local, depth
 1), one per pipeline node, built by :func:`status_record`::
 
-    {"node": "preprocess", "state": "ready", "lifecycle": "active", "estop": false,
+    {"node": "preprocess", "state": "ready", "pid": 4242, "lifecycle": "active", "estop": false,
      "safe_action": false, "runs": 12, "received": 24, "dropped": 0, "stale": 0, "errors": 0,
      "nonfinite_inputs": 0, "nonfinite_outputs": 0, "incomplete_sets": 0, "timeouts": 0,
      "safe_actions": 0, "clamped": 0, "step_limited": 0, "cpu_latency_us": null,
@@ -14,7 +14,8 @@ A record is JSON (``std_msgs/String``) on ``_leapp/status`` (reliable, transient
      "received_on": {"/torch_pipeline/preprocess/state": 12,
                      "/torch_pipeline/preprocess/velocity": 12}}
 
-(``cpu_latency_us``: the CPU latency request held, ``cpu_affinity``: the CPUs pinned to, null
+(``pid``: the node's process, by which ``leapp-ros run`` knows its processes ready;
+``cpu_latency_us``: the CPU latency request held, ``cpu_affinity``: the CPUs pinned to, null
 for none; ``subscribers``: the subscriptions each output's publisher matched; ``publishers``:
 the publishers each input's subscription matched; with both a tester knows when every hop is
 connected both ways, as a best-effort subscription drops what a publisher sent before it
@@ -32,6 +33,7 @@ every :data:`STATUS_PERIOD_S` and whenever a level changes.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -68,6 +70,7 @@ def status_record(
     return {
         "node": data.name,
         "state": state,
+        "pid": os.getpid(),  # which process: the runner's readiness (leapp_ros.run.status_watch)
         **operation,
         **data.counts(),
         **cpu,

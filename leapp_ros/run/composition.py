@@ -7,20 +7,15 @@ launch_ros's ``ComposableNodeContainer`` and ``LoadComposableNodes``). The conta
 (named by :func:`leapp_ros.plan.selection.container_name`, or ``-r __node:=``) serves:
 
 ``~/_container/load_node`` (``LoadNode``)
-    Creates a :class:`~leapp_ros.node.pipeline_node.PipelineNode` (``package_name`` ``leapp_ros``,
-    ``plugin_name`` ``leapp_ros::PipelineNode``: nothing else is loadable) and adds it to the
-    running executor. The node takes only what the request says, never the container's own ROS
-    arguments (whose ``__node`` / ``__ns`` remaps would rename it): ``remap_rules``,
-    ``node_name`` and ``node_namespace`` become its ROS arguments (``--ros-args -r <rule> ...
-    -r __node:=<name> -r __ns:=<namespace>``, as rclcpp builds them), ``parameters`` its
-    parameter overrides (``spec_path`` at least; a name the node does not have is ignored with a
-    warning, QoS overrides of topics it does not use silently), ``log_level`` (10 debug, 20
-    info, 30 warn, 40 error, 50 fatal; 0 leaves it) the level of its logger.
-    ``extra_arguments``: ``use_intra_process_comms`` (a bool, default false as in rclcpp: true
-    puts the node on the container's :class:`~leapp_ros.node.intra_process.IntraProcessBus`, so
-    values between it and the other nodes on it skip the middleware) and
-    ``forward_global_arguments`` (false only); anything else is refused. The response has
-    the node's unique id (1, 2, ..., never reused) and its full name (``/ns/name``).
+    Creates a :class:`~leapp_ros.node.pipeline_node.PipelineNode` from the request (checked by
+    :mod:`leapp_ros.run.load_request`: plugin ``leapp_ros::PipelineNode`` of ``leapp_ros``
+    only; its remap rules, name, namespace, parameters, log level and extra arguments, never
+    the container's own ROS arguments, whose ``__node`` / ``__ns`` remaps would rename it) and
+    adds it to the running executor. A parameter the node does not have is ignored with a
+    warning (QoS overrides of topics it does not use silently); ``use_intra_process_comms``
+    puts it on the container's :class:`~leapp_ros.node.intra_process.IntraProcessBus`, so
+    values between it and the other nodes on it skip the middleware. The response has the
+    node's unique id (1, 2, ..., never reused) and its full name (``/ns/name``).
 ``~/_container/unload_node`` (``UnloadNode``)
     Stops the node with that id (it publishes its ``stopping`` status), removes it from the
     executor and destroys it.
@@ -49,29 +44,25 @@ from typing import Any
 
 from leapp.errors import LeappError
 from leapp_ros.node.intra_process import IntraProcessBus
+from leapp_ros.run.load_request import (
+    CompositionError,
+    check_plugin,
+    cpus_asked,
+    intra_process_asked,
+    log_level_of,
+    node_arguments,
+    one_line,
+    parameters_of,
+)
 
-__all__ = [
-    "PACKAGE",
-    "PLUGIN",
-    "ComponentContainer",
-    "CompositionError",
-    "composition_available",
-    "node_arguments",
-]
+__all__ = ["INSTALL_HINT", "ComponentContainer", "composition_available"]
 
-PACKAGE = "leapp_ros"
-PLUGIN = "leapp_ros::PipelineNode"
 NODE_NAME = "leapp_node"  # the name of a loaded node whose request names none
-LOG_LEVELS = {10: "debug", 20: "info", 30: "warn", 40: "error", 50: "fatal"}
 INSTALL_HINT = (
     "install the ROS 2 package composition_interfaces (it comes with a ROS 2 install, e.g. "
     "apt's ros-<distro>-composition-interfaces; with ROS 2 from pip, scripts/setup.sh installs "
     "it along with launch)"
 )
-
-
-class CompositionError(LeappError):
-    """A load or unload request cannot be served; the message becomes its ``error_message``."""
 
 
 def composition_available() -> bool:
@@ -129,10 +120,10 @@ class ComponentContainer:
         Raises:
             CompositionError: the request cannot be served (see the module documentation).
         """
-        _check_plugin(request.package_name, request.plugin_name)
-        intra_process = _check_extra_arguments(request.extra_arguments)
-        level = _log_level(request.log_level)
-        parameters = _parameters(request.parameters)
+        check_plugin(request.package_name, request.plugin_name)
+        intra_process = intra_process_asked(request.extra_arguments)
+        level = log_level_of(request.log_level)
+        parameters = parameters_of(request.parameters)
         arguments = node_arguments(request.remap_rules, request.node_name, request.node_namespace)
         full_name, logger_name = self._resolve_name(arguments)
         self._check_cpus(full_name, parameters)
@@ -172,7 +163,7 @@ class ComponentContainer:
         except Exception as e:  # rcl rejected a remap rule, a name or a namespace
             raise CompositionError(
                 f"invalid node name, namespace or remap rule in {list(arguments)[1:]}: "
-                f"{_one_line(e)}; use ROS names (letters, digits, _) and rules 'from:=to'"
+                f"{one_line(e)}; use ROS names (letters, digits, _) and rules 'from:=to'"
             ) from e
         try:
             full_name, logger_name = probe.get_fully_qualified_name(), probe.get_logger().name
@@ -186,7 +177,7 @@ class ComponentContainer:
         return full_name, logger_name
 
     def _check_cpus(self, full_name: str, parameters: Sequence[Any]) -> None:
-        asked = _cpus_asked(parameters)
+        asked = cpus_asked(parameters)
         pinned = {}
         for component in self._components.values():
             cpus = _affinity_of(component)
@@ -223,10 +214,10 @@ class ComponentContainer:
             if isinstance(e, LeappError):
                 problem = str(e)
             elif isinstance(e, ParameterException):
-                problem = f"{_one_line(e)}; check the parameters of the request"
+                problem = f"{one_line(e)}; check the parameters of the request"
             else:
                 self.node.get_logger().debug(traceback.format_exc())
-                problem = f"{type(e).__name__}: {_one_line(e)}"
+                problem = f"{type(e).__name__}: {one_line(e)}"
             raise CompositionError(f"cannot load {full_name}: {problem}") from e
 
     # --- unload -------------------------------------------------------------------------
@@ -288,98 +279,9 @@ class ComponentContainer:
             message = str(error)
         else:  # a bug of ours: say so, keep serving
             self.node.get_logger().debug(traceback.format_exc())
-            message = f"unexpected {type(error).__name__}: {_one_line(error)} (a leapp_ros bug)"
+            message = f"unexpected {type(error).__name__}: {one_line(error)} (a leapp_ros bug)"
         self.node.get_logger().error(f"{service}: {message}")
         return message
-
-
-def node_arguments(remap_rules: Sequence[str], node_name: str, namespace: str) -> list[str]:
-    """The ROS arguments of a loaded node, built as rclcpp's ComponentManager builds them (so
-    a ``__node`` or ``__ns`` remap rule wins over ``node_name`` and ``namespace``); a relative
-    namespace is taken from the root (rcl accepts only absolute ones in a remap)."""
-    arguments = ["--ros-args"]
-    for rule in remap_rules:
-        arguments += ["-r", rule]
-    if node_name:
-        arguments += ["-r", f"__node:={node_name}"]
-    if namespace:
-        arguments += ["-r", f"__ns:=/{namespace.lstrip('/')}"]
-    return arguments
-
-
-def _check_plugin(package: str, plugin: str) -> None:
-    if (package, plugin) != (PACKAGE, PLUGIN):
-        raise CompositionError(
-            f"this container loads only plugin {PLUGIN!r} of package {PACKAGE!r}, not "
-            f"{plugin!r} of {package!r}; load other components into their own container "
-            "(rclcpp_components' component_container for C++ ones)"
-        )
-
-
-def _check_extra_arguments(arguments: Sequence[Any]) -> bool:
-    """Refuse what the container does not take; whether ``use_intra_process_comms`` is on."""
-    from rcl_interfaces.msg import ParameterType
-
-    intra_process = False
-    for argument in arguments:
-        name, value = argument.name, argument.value
-        if name not in ("use_intra_process_comms", "forward_global_arguments"):
-            raise CompositionError(
-                f"unknown extra argument {name!r}; this container accepts "
-                "use_intra_process_comms (a bool) and forward_global_arguments (false)"
-            )
-        if value.type != ParameterType.PARAMETER_BOOL:
-            raise CompositionError(f"extra argument {name!r} must be a boolean")
-        if name == "forward_global_arguments" and value.bool_value:
-            raise CompositionError(
-                "extra argument forward_global_arguments must be false: the container's own "
-                "ROS arguments (its -r __node:= and __ns:=) would rename the node; put what "
-                "the node needs into the request's remap rules and parameters"
-            )
-        if name == "use_intra_process_comms":
-            intra_process = value.bool_value
-    return intra_process
-
-
-def _log_level(level: int) -> int | None:
-    if level == 0:
-        return None
-    if level not in LOG_LEVELS:
-        known = ", ".join(f"{number} ({name})" for number, name in LOG_LEVELS.items())
-        raise CompositionError(
-            f"log_level {level} is not a ROS log level; use 0 or one of {known}"
-        )
-    return level
-
-
-def _parameters(messages: Sequence[Any]) -> list[Any]:
-    """The request's parameters as rclpy Parameters."""
-    from rclpy.parameter import Parameter
-
-    parameters = []
-    for message in messages:
-        try:
-            parameter = Parameter.from_parameter_msg(message)
-        except Exception as e:
-            raise CompositionError(
-                f"parameter {message.name!r} has no usable value ({_one_line(e)}); give it a "
-                "value of a ROS parameter type"
-            ) from e
-        parameters.append(parameter)
-    return parameters
-
-
-def _cpus_asked(parameters: Sequence[Any]) -> tuple[int, ...] | None:
-    """The CPUs a request's ``cpu_affinity`` asks for, sorted; None when unset or not numbers
-    (the node itself then says what is wrong with it)."""
-    from leapp_ros.plan.settings import StartupError, whole_numbers
-
-    values = [p.value for p in parameters if p.name == "cpu_affinity"]
-    try:
-        numbers = whole_numbers("cpu_affinity", values[-1] if values else None)
-    except StartupError:
-        return None
-    return tuple(sorted(set(numbers))) or None
 
 
 def _affinity_of(node: Any) -> tuple[int, ...] | None:
@@ -400,7 +302,3 @@ def _restore_cpus(cpus: set[int] | None) -> None:
     from leapp_ros.plan.cpu_settings import pin_process
 
     pin_process(cpus)
-
-
-def _one_line(error: object) -> str:
-    return " ".join(line.strip() for line in str(error).splitlines() if line.strip())

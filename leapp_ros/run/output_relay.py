@@ -2,8 +2,8 @@
 
 :class:`OutputRelay` watches the stdout and stderr pipes of the processes
 :class:`~leapp_ros.run.runner.RunningGraph` starts: every complete line goes to this process's
-stdout or stderr as ``[label] line`` and to the owner's ``on_line`` callback (which spots the
-nodes' ``ready`` lines and keeps the last stderr lines for error reports). Pipes are read
+stdout or stderr as ``[label] line`` and to the owner's ``on_line`` callback (which keeps the
+last stderr lines for error reports). Pipes are read
 without blocking, from the one thread that calls :meth:`pump`; a line longer than
 ``MAX_LINE`` bytes without a newline is passed on in pieces, and a last line without a newline
 when the pipe ends.

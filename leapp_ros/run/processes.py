@@ -1,12 +1,13 @@
 """The operating-system processes that run a pipeline plan, and their command lines.
 
-One process per pipeline node by default (the ``leapp_node`` executable, or
-``python -m leapp_ros.node.pipeline_node``), or every node in one ``leapp_container`` process.
-The same
-description serves :mod:`leapp_ros.run.runner` (which starts the processes itself where ROS 2 comes
-from pip) and ``launch/pipeline.launch.py`` (which hands them to ``launch_ros``), so both start
-exactly the same thing; :func:`start_process` starts one the way the runner needs. No rclpy
-import.
+:func:`plan_processes` is the one description of what a graph starts, from its plan and its
+:class:`~leapp_ros.run.deployment.GraphOptions`: one ``leapp_node`` process per pipeline node,
+every node in one ``leapp_container`` process, or one ``leapp_fused`` node. The runner
+(:mod:`leapp_ros.run.runner`, ``leapp-ros run``) starts these processes itself with ``python
+-m <module>``; launch (:mod:`leapp_ros.run.launch_description`: ``pipeline.launch.py`` and the
+launch files of generated packages) hands the same ones to launch_ros, which starts the
+package's executables. Both give each process the same arguments, parameters and remaps, in
+the same order. :func:`start_process` starts one the way the runner needs. No rclpy import.
 """
 
 from __future__ import annotations
@@ -25,17 +26,16 @@ from leapp.errors import LeappError
 from leapp_ros.plan.cpu_settings import usable_cpus
 from leapp_ros.plan.pipeline import PipelinePlan, PlanError, check_namespace, make_plan
 from leapp_ros.plan.selection import container_name, select_nodes
+from leapp_ros.run.deployment import Deployment, GraphOptions
 
 __all__ = [
-    "LOG_LEVELS",
     "ProcessPlan",
     "describe_exit",
+    "graph_options",
     "load_plan",
     "plan_processes",
     "start_process",
 ]
-
-LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 
 ParameterValue = str | bool | int | tuple[int, ...]
 
@@ -44,13 +44,14 @@ ParameterValue = str | bool | int | tuple[int, ...]
 class ProcessPlan:
     """One process of a graph, described for both :mod:`leapp_ros.run.runner` and ``launch_ros``.
 
-    ``executable`` is the console script (``leapp_node`` / ``leapp_container``) that
-    ``launch_ros.actions.Node`` starts; ``module`` is what the runner runs with ``python -m``.
-    ``arguments`` come before ``--ros-args``; ``node_name``, ``namespace``, ``remaps``,
-    ``params_file``, ``parameters`` and ``log_level`` become ROS arguments, in that order (so
-    ``parameters``, set explicitly by the runner, win over the same names in ``params_file``).
-    ``remaps`` are plain ROS remap rules (``preprocess/joint_states:=/joint_states``).
-    ``pipeline_nodes`` are the nodes whose ready lines make the process ready.
+    ``executable`` is the console script (``leapp_node`` / ``leapp_container`` /
+    ``leapp_fused``) that ``launch_ros`` starts; ``module`` is what the runner runs with
+    ``python -m`` (the module of that script). ``arguments`` come before ``--ros-args``;
+    ``node_name``, ``namespace``, ``remaps``, ``params_file``, ``parameters`` and
+    ``log_level`` become ROS arguments, in that order (so ``parameters`` win over the same
+    names in ``params_file``). ``remaps`` are plain ROS remap rules
+    (``preprocess/joint_states:=/joint_states``). ``pipeline_nodes`` are the nodes whose
+    ``ready`` status records make the process ready.
     """
 
     label: str
@@ -65,17 +66,13 @@ class ProcessPlan:
     log_level: str | None = None
     remaps: tuple[str, ...] = ()
 
-    @property
-    def reports_ready(self) -> bool:
-        """Whether the INFO ``ready`` line is visible at this process's log level."""
-        return self.log_level in (None, "debug", "info")
-
-    def ros_arguments(self) -> list[str]:
-        """The arguments that follow ``--ros-args``."""
+    def ros_arguments(self, *, naming: bool = True) -> list[str]:
+        """The arguments that follow ``--ros-args``; without the node name and namespace
+        remaps when not ``naming`` (launch_ros adds those itself)."""
         args: list[str] = []
-        if self.node_name is not None:
+        if naming and self.node_name is not None:
             args += ["-r", f"__node:={self.node_name}"]
-        if self.namespace is not None:
+        if naming and self.namespace is not None:
             args += ["-r", f"__ns:={self.namespace}"]
         for rule in self.remaps:
             args += ["-r", rule]
@@ -101,80 +98,56 @@ class ProcessPlan:
 
 
 def plan_processes(
-    plan: PipelinePlan,
-    *,
-    composed: bool = False,
-    fused: bool = False,
-    log_level: str | None = None,
-    params_file: str | os.PathLike[str] | None = None,
-    cpu_latency_us: int | None = None,
-    pin_cpus: bool = False,
-    remaps: Sequence[str] = (),
-    nodes: Sequence[str] | None = None,
-    autostart: bool | None = None,
+    plan: PipelinePlan, options: GraphOptions | Deployment | None = None
 ) -> tuple[ProcessPlan, ...]:
-    """The processes that run ``plan``: one per node, one container when ``composed``, or
-    one ``leapp_fused`` node running the whole pipeline per tick when ``fused``.
+    """The processes that run ``plan`` with ``options`` (default: ``GraphOptions()``; a
+    :class:`Deployment` alone: that deployment with default options).
 
-    ``cpu_latency_us`` sets that parameter of every node (a CPU latency request held while
-    the graph runs); None leaves it to the params file. ``pin_cpus`` sets ``cpu_affinity`` of
-    each process to one CPU of those this process may use, round robin in pipeline order, so
-    that consecutive nodes run on different CPUs. See :mod:`leapp_ros.plan.cpu_settings`.
-    ``remaps`` are ROS remap rules ``FROM:=TO`` for every process (a relative ``FROM`` is
-    resolved in each node's namespace: ``preprocess/joint_states:=/joint_states``).
-    ``nodes`` names the pipeline nodes to run here (default: all), the others running on
-    other hosts of the same ROS domain (see :mod:`leapp_ros.plan.selection`). A container that
-    holds every node is named ``leapp_container``, one that holds a share
-    ``leapp_container_<its first node>``, apart from the other hosts' containers
-    (:func:`~leapp_ros.plan.selection.container_name`). ``autostart`` sets that parameter of
-    every node: False starts each unconfigured, waiting for ``ros2 lifecycle set <node>
-    configure`` and ``activate``; None (default) leaves it to the params file (default true).
+    - :attr:`Deployment.PROCESSES`: one ``leapp_node`` per pipeline node (``-p spec_path``,
+      ``-p pipeline_node``), in pipeline order;
+    - :attr:`Deployment.COMPOSED`: one ``leapp_container`` that pre-loads the nodes (``EXPORT
+      --namespace NS [--nodes ...]``), named ``leapp_container`` when it holds every node and
+      ``leapp_container_<its first node>`` when it holds a share, apart from the other hosts'
+      containers (:func:`~leapp_ros.plan.selection.container_name`);
+    - :attr:`Deployment.FUSED`: one ``leapp_fused`` node running every node per tick.
+
+    Every process is named and namespaced with ``-r __node:=`` / ``-r __ns:=`` (the
+    namespace: ``options.namespace``, else the plan's) and gets the options' remaps, the
+    parameters file, then the parameters set here (spec_path, pipeline_node,
+    ``cpu_latency_us``, ``cpu_affinity`` with ``pin_cpus``: one CPU of those this process may
+    use per process, round robin in pipeline order; ``autostart: false``), then the log level.
 
     Raises:
-        PlanError: ``log_level`` is not one of :data:`LOG_LEVELS`, ``params_file`` is not
-            an existing file, ``cpu_latency_us`` is not a whole number >= -1, or ``nodes``
-            names a node the pipeline does not have; ``fused`` with ``composed`` or with a
-            choice of ``nodes`` (a fused node runs all of them).
+        PlanError: ``options.nodes`` names a node the pipeline does not have, or names none;
+            a fused deployment with a choice of nodes other than all of them (a fused node
+            runs every node).
     """
-    level = None if log_level is None else log_level.lower()
-    if level is not None and level not in LOG_LEVELS:
-        raise PlanError(f"unknown log level {log_level!r}; use one of {', '.join(LOG_LEVELS)}")
-    params = None if params_file is None else Path(params_file).absolute()
-    if params is not None and not params.is_file():
-        raise PlanError(
-            f"parameters file {params} does not exist; pass a ROS 2 parameters YAML "
-            "(config/leapp_ros.yaml of the leapp_ros package shows every option)"
-        )
+    options = graph_options(options)
+    if options.namespace is not None and options.namespace != plan.namespace:
+        plan = replace(plan, namespace=options.namespace)
+    chosen = select_nodes(plan, options.nodes)
     extra: tuple[tuple[str, ParameterValue], ...] = ()
-    if cpu_latency_us is not None:
-        if isinstance(cpu_latency_us, bool) or not isinstance(cpu_latency_us, int):
-            raise PlanError(f"cpu_latency_us must be a whole number, got {cpu_latency_us!r}")
-        if cpu_latency_us < -1:
-            raise PlanError(f"cpu_latency_us must be -1 (off) or >= 0, got {cpu_latency_us}")
-        extra = (("cpu_latency_us", cpu_latency_us),)
-    if autostart is not None:
-        extra += (("autostart", bool(autostart)),)
-    cpus = usable_cpus() if pin_cpus else ()
-    rules = tuple(remaps)
-    for rule in rules:
-        source, _, target = rule.partition(":=")
-        if not source or not target or source.startswith("__"):
-            raise PlanError(
-                f"remap rule {rule!r} is not FROM:=TO for a topic, e.g. "
-                "preprocess/joint_states:=/joint_states"
-            )
-    chosen = select_nodes(plan, nodes)
-    subset = () if nodes is None else ("--nodes", ",".join(node.name for node in chosen))
+    if options.cpu_latency_us is not None:
+        extra += (("cpu_latency_us", options.cpu_latency_us),)
+    if options.autostart is not None:
+        extra += (("autostart", options.autostart),)
+    cpus = usable_cpus() if options.pin_cpus else ()
 
     def pinned(index: int) -> tuple[tuple[str, ParameterValue], ...]:
         return (("cpu_affinity", (cpus[index % len(cpus)],)),) if cpus else ()
 
     spec_path = str(Path(plan.spec_path).absolute())
-    if fused:
-        if composed or (nodes is not None and len(chosen) < len(plan.nodes)):
+    common: dict[str, Any] = {
+        "namespace": plan.namespace,
+        "params_file": options.params_file,
+        "log_level": options.log_level,
+        "remaps": options.remaps,
+    }
+    if options.deployment is Deployment.FUSED:
+        if len(chosen) < len(plan.nodes):
             raise PlanError(
-                "fused mode runs every node of the pipeline in one node: it takes neither "
-                "composed nor a choice of nodes (--nodes); use one of the three modes"
+                "a fused deployment runs every node of the pipeline in one node: it takes no "
+                "choice of some nodes (--nodes, nodes:=); run a share in another deployment"
             )
         return (
             ProcessPlan(
@@ -183,15 +156,13 @@ def plan_processes(
                 module="leapp_ros.node.fused_node",
                 pipeline_nodes=tuple(node.name for node in plan.nodes),
                 node_name="leapp_fused",
-                namespace=plan.namespace,
                 parameters=(("spec_path", spec_path), *extra, *pinned(0)),
-                params_file=params,
-                log_level=level,
-                remaps=rules,
+                **common,
             ),
         )
-    if composed:
+    if options.deployment is Deployment.COMPOSED:
         held = tuple(node.name for node in chosen)
+        subset = () if options.nodes is None else ("--nodes", ",".join(held))
         return (
             ProcessPlan(
                 label=plan.name,
@@ -201,9 +172,7 @@ def plan_processes(
                 arguments=(spec_path, "--namespace", plan.namespace, *subset),
                 node_name=container_name([node.name for node in plan.nodes], held),
                 parameters=extra + pinned(0),
-                params_file=params,
-                log_level=level,
-                remaps=rules,
+                **common,
             ),
         )
     return tuple(
@@ -213,20 +182,25 @@ def plan_processes(
             module="leapp_ros.node.pipeline_node",
             pipeline_nodes=(node.name,),
             node_name=node.name,
-            namespace=plan.namespace,
             parameters=(
                 ("spec_path", spec_path),
                 ("pipeline_node", node.name),
                 *extra,
                 *pinned(index),
             ),
-            params_file=params,
-            log_level=level,
-            remaps=rules,
+            **common,
         )
         for index, node in enumerate(plan.nodes)
         if node in chosen
     )
+
+
+def graph_options(options: GraphOptions | Deployment | str | None = None) -> GraphOptions:
+    """``options`` as :class:`GraphOptions`: None gives the defaults, a deployment (or its
+    name) the defaults with that deployment."""
+    if isinstance(options, GraphOptions):
+        return options
+    return GraphOptions() if options is None else GraphOptions(Deployment.parse(options))
 
 
 def load_plan(

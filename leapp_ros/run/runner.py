@@ -1,13 +1,15 @@
 """Run a pipeline's ROS 2 graph without ``ros2 launch``: start, supervise and stop its processes.
 
 Where ROS 2 comes from pip there is no launch system, so this module does its job for leapp
-graphs: one process per pipeline node (``python -m leapp_ros.node.pipeline_node --ros-args
--r __node:=<node> -r __ns:=<ns> -p spec_path:=<spec>``), or all nodes in one ``python -m
-leapp_ros.run.container`` process with ``composed=True``. ::
+graphs: it starts (``python -m <module>``) the processes that
+:func:`~leapp_ros.run.processes.plan_processes` gives for the graph's options, the same ones
+``ros2 launch`` starts from ``pipeline.launch.py``. ::
 
+    from leapp_ros.run.deployment import Deployment
     from leapp_ros.run.runner import run_graph
 
-    with run_graph("exports/torch_pipeline", env={"ROS_DOMAIN_ID": "7"}) as graph:
+    with run_graph("exports/torch_pipeline", Deployment.COMPOSED,
+                   env={"ROS_DOMAIN_ID": "7"}) as graph:
         if not graph.wait_ready(timeout_s=30):
             raise SystemExit(graph.failure or "not ready in time")
         ...  # talk to the /torch_pipeline/... topics
@@ -15,9 +17,11 @@ leapp_ros.run.container`` process with ``composed=True``. ::
 
 - Output: each line a process writes is passed on with its label in front (``[policy] ...``),
   stdout to stdout, stderr to stderr.
-- Readiness: a process is ready once each of its pipeline nodes has logged
-  ``leapp node '<name>' ready`` (INFO). At log level warn or above that line is hidden, so a
-  process then counts as ready as soon as it runs.
+- Readiness: a process is ready once each of its pipeline nodes has published a ``ready``
+  status record from that process (its ``pid``; model loaded and warmed up), whatever the
+  log level: a hidden node of the runner watches ``_leapp/status``
+  (:class:`~leapp_ros.run.status_watch.StatusWatch`). A record of an earlier start or of
+  another process never counts. With ``autostart: false``: once ``ros2 lifecycle`` configured.
 - Failure: a process that exits without being asked to is reported (label, pid, exit code or
   signal, its last stderr lines), the others are stopped and the exit code is 1 (2 when the
   process exited with 2, a node's code for a configuration problem). With ``restart=True`` it
@@ -46,8 +50,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from leapp_ros.plan.pipeline import PipelinePlan
+from leapp_ros.run.deployment import Deployment, GraphOptions
 from leapp_ros.run.output_relay import OutputRelay
-from leapp_ros.run.processes import ProcessPlan, describe_exit, load_plan, plan_processes
+from leapp_ros.run.processes import (
+    ProcessPlan,
+    describe_exit,
+    graph_options,
+    load_plan,
+    plan_processes,
+)
+from leapp_ros.run.status_watch import ReadyNodes, StatusWatch
 from leapp_ros.run.supervised_process import RestartPolicy, SupervisedProcess
 
 __all__ = [
@@ -71,9 +83,11 @@ class RunningGraph:
     """The processes of one graph, started, watched and stopped by one supervisor thread.
 
     :func:`run_graph` returns one already started. :meth:`wait_ready` blocks until every
-    process is ready; :meth:`stop` (or leaving a ``with`` block) stops them all and returns
-    the exit code: 0 when each exited with 0, 1 when one failed or had to be killed, 2 when
-    one failed with exit code 2 (a node's startup/configuration error).
+    process is ready (their nodes' status records say so; with ``watch_status=False``, which
+    starts no ROS participant here, as soon as every process runs); :meth:`stop` (or leaving
+    a ``with`` block) stops them all and returns the exit code: 0 when each exited with 0, 1
+    when one failed or had to be killed, 2 when one failed with exit code 2 (a node's
+    startup/configuration error).
     """
 
     def __init__(
@@ -89,6 +103,7 @@ class RunningGraph:
         python: str | None = None,
         stdout: TextIO | None = None,
         stderr: TextIO | None = None,
+        watch_status: bool = True,
     ):
         if not processes:
             raise ValueError(f"{name}: nothing to run (no processes given)")
@@ -104,6 +119,8 @@ class RunningGraph:
         self._hurry = False
         self._thread: threading.Thread | None = None
         self._graph_ready = False
+        self._watch: StatusWatch | None = None
+        self._ready = ReadyNodes() if watch_status else None  # None: ready means running
         self.failure: str | None = None  # why the graph stopped by itself, if it did
         self._failure_code = EXIT_FAILED
         self.exit_code: int | None = None  # set once every process has stopped
@@ -112,6 +129,9 @@ class RunningGraph:
         """Start every process (from the supervisor thread) and return at once."""
         if self._thread is not None:
             raise RuntimeError(f"{self.name}: the graph was started already")
+        if self._ready is not None:  # watch before any process starts: no record is missed
+            namespaces = {child.plan.namespace for child in self._children}
+            self._watch = StatusWatch(namespaces, self._env, self._on_status)
         self._thread = threading.Thread(target=self._supervise, name=f"runner {self.name}")
         self._thread.daemon = True
         self._thread.start()
@@ -122,10 +142,21 @@ class RunningGraph:
         """The process id of every process by label (None while it is not running)."""
         return {c.plan.label: c.popen.pid if c.running else None for c in self._children}
 
+    @property
+    def commands(self) -> dict[str, list[str]]:
+        """The command line of every process by label."""
+        return {child.plan.label: list(child.argv) for child in self._children}
+
     def is_ready(self) -> bool:
         """Whether every process is running and ready."""
         with self._changed:
-            return all(child.is_ready for child in self._children)
+            return all(child.is_ready(self._ready) for child in self._children)
+
+    def ready_nodes(self) -> dict[str, tuple[str, ...]]:
+        """Per process (by label), its pipeline nodes that published a ``ready`` record from
+        its current process (without watching: all of them while it runs)."""
+        with self._changed:
+            return {child.plan.label: child.ready_nodes(self._ready) for child in self._children}
 
     def wait_ready(self, timeout_s: float | None = None) -> bool:
         """Block until every process is ready; False on timeout or when the graph stopped
@@ -188,14 +219,15 @@ class RunningGraph:
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         child.popen.wait(2.0)
             self._output.close()
+            if self._watch is not None:  # after the processes: it took their last records
+                self._watch.close()
             with self._changed:
                 self.exit_code = code
                 self._changed.notify_all()
 
     def _spawn(self, child: SupervisedProcess) -> None:
-        with self._changed:
-            child.ready.clear()
-        popen = child.start(self._env)
+        with self._changed:  # a status record of the new process waits for its pid
+            popen = child.start(self._env)
         self._output.watch(child, child.plan.label, popen)
         logger.info("%s: started '%s' (pid %d)", self.name, child.plan.label, popen.pid)
         logger.debug("%s: '%s' is %s", self.name, child.plan.label, shlex.join(child.argv))
@@ -203,21 +235,26 @@ class RunningGraph:
 
     def _on_line(self, child: SupervisedProcess, text: str, is_stderr: bool) -> None:
         """Every line a process wrote (already passed on)."""
-        node = child.read_line(text, is_stderr)
-        if node is not None:
-            self._note_readiness(child, node)
+        child.read_line(text, is_stderr)
 
-    def _note_readiness(self, child: SupervisedProcess, node: str | None = None) -> None:
+    def _on_status(self, record: dict[str, Any]) -> None:
+        """A status record (from the watch's thread), for the process it names."""
         with self._changed:
-            if node is not None:
-                child.ready.add(node)
-            if child.is_ready and not child.announced:
+            pid = self._ready.take(record) if self._ready is not None else None
+            for child in self._children:
+                if pid is not None and child.popen is not None and child.popen.pid == pid:
+                    self._note_readiness(child)
+
+    def _note_readiness(self, child: SupervisedProcess) -> None:
+        with self._changed:
+            if child.is_ready(self._ready) and not child.announced:
                 child.announced = True
-                if child.starts > 1:
+                if child.starts > 1 and self._ready is not None:  # (not watching: running)
                     logger.info("%s: '%s' is ready again", self.name, child.plan.label)
             if not self._graph_ready and self.is_ready():
                 self._graph_ready = True
-                logger.info("%s: graph ready (%d processes)", self.name, len(self._children))
+                if self._ready is not None:
+                    logger.info("%s: graph ready (%d processes)", self.name, len(self._children))
             self._changed.notify_all()
 
     def _check_children(self) -> None:
@@ -291,36 +328,20 @@ class RunningGraph:
 
 def make_graph(
     source: PipelinePlan | str | os.PathLike[str],
+    options: GraphOptions | Deployment | None = None,
     *,
-    composed: bool = False,
-    fused: bool = False,
-    namespace: str | None = None,
     restart: bool = False,
-    log_level: str | None = None,
-    params_file: str | os.PathLike[str] | None = None,
-    cpu_latency_us: int | None = None,
-    pin_cpus: bool = False,
-    remaps: Sequence[str] = (),
-    nodes: Sequence[str] | None = None,
     env: Mapping[str, str] | None = None,
     restart_policy: RestartPolicy | None = None,
     stop_timeout_s: float = 10.0,
 ) -> RunningGraph:
-    """The graph of ``source`` (export folder, YAML or plan), not started yet.
+    """The graph of ``source`` (export folder, YAML or plan) with ``options``, not started yet.
 
     Args:
-        composed: all nodes in one ``leapp_ros.run.container`` process instead of one each.
-        fused: one ``leapp_ros.node.fused_node`` node running the whole pipeline per tick.
-        namespace: ROS namespace (default: the pipeline name).
+        options: the deployment, namespace, log level, parameters file, CPU settings, remaps,
+            nodes to run here and autostart (:class:`~leapp_ros.run.deployment.GraphOptions`;
+            a :class:`~leapp_ros.run.deployment.Deployment` alone, or None, for the defaults).
         restart: start a failed process again (see :class:`RestartPolicy`).
-        log_level: ``debug``, ``info`` (the nodes' default), ``warn``, ``error``, ``fatal``.
-        params_file: a ROS 2 parameters YAML given to every process.
-        cpu_latency_us: the ``cpu_latency_us`` parameter of every node (>= 0: hold a CPU
-            latency request while running; see :mod:`leapp_ros.plan.cpu_settings`).
-        pin_cpus: pin each process to one CPU, round robin in pipeline order.
-        remaps: ROS remap rules ``FROM:=TO`` for every node (the robot's topic names).
-        nodes: the pipeline nodes to run (default: all); the others run on other hosts of
-            the same ROS domain and reach these over DDS.
         env: variables set for the processes on top of this process's environment (for
             example ``ROS_DOMAIN_ID``).
         restart_policy: limits and backoff of restarts (default ``RestartPolicy()``).
@@ -330,20 +351,10 @@ def make_graph(
         SpecError, PlanError: see :func:`~leapp_ros.run.processes.load_plan` and
             :func:`~leapp_ros.run.processes.plan_processes`.
     """
-    plan = load_plan(source, namespace, params_file=params_file)
-    processes = plan_processes(
-        plan,
-        composed=composed,
-        fused=fused,
-        log_level=log_level,
-        params_file=params_file,
-        cpu_latency_us=cpu_latency_us,
-        pin_cpus=pin_cpus,
-        remaps=remaps,
-        nodes=nodes,
-    )
+    options = graph_options(options)
+    plan = load_plan(source, options.namespace, params_file=options.params_file)
     return RunningGraph(
-        processes,
+        plan_processes(plan, options),
         name=plan.namespace,
         env=env,
         restart=restart,
@@ -352,10 +363,14 @@ def make_graph(
     )
 
 
-def run_graph(source: PipelinePlan | str | os.PathLike[str], **options: Any) -> RunningGraph:
+def run_graph(
+    source: PipelinePlan | str | os.PathLike[str],
+    options: GraphOptions | Deployment | None = None,
+    **supervision: Any,
+) -> RunningGraph:
     """:func:`make_graph` with the same arguments, started: every process is starting when
     this returns; :meth:`RunningGraph.wait_ready` waits for them."""
-    return make_graph(source, **options).start()
+    return make_graph(source, options, **supervision).start()
 
 
 def serve(graph: RunningGraph) -> int:

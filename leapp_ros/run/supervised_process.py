@@ -1,30 +1,29 @@
 """One process of a running graph: what its supervisor knows of it, and when it starts again.
 
 :class:`~leapp_ros.run.runner.RunningGraph` keeps one :class:`SupervisedProcess` per
-:class:`~leapp_ros.run.processes.ProcessPlan`: the ``Popen`` of its current start, which of its
-pipeline nodes logged ``leapp node '<name>' ready`` (:data:`READY_PATTERN`) since then, its last
+:class:`~leapp_ros.run.processes.ProcessPlan`: the ``Popen`` of its current start, its last
 stderr lines (for the report when it exits unexpectedly), and its recent restarts, which a
-:class:`RestartPolicy` limits. Only the graph's supervisor thread changes it; ``ready``, which
-other threads read, under the graph's lock. No rclpy import.
+:class:`RestartPolicy` limits. It is ready when each of its pipeline nodes published a
+``ready`` status record from its current process (:meth:`SupervisedProcess.is_ready`): a
+record of an earlier start, or of another process, never counts. Only the graph's supervisor
+thread changes it. No rclpy import.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import subprocess
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 
 from leapp_ros.run.processes import ProcessPlan, start_process
 
-__all__ = ["READY_PATTERN", "RestartPolicy", "SupervisedProcess"]
+__all__ = ["RestartPolicy", "SupervisedProcess"]
 
-READY_PATTERN = re.compile(r"leapp node '([^']+)' ready")
 _TAIL_LINES = 20
 
 
@@ -50,7 +49,6 @@ class SupervisedProcess:
     plan: ProcessPlan
     argv: list[str]
     popen: subprocess.Popen[bytes] | None = None
-    ready: set[str] = field(default_factory=set)  # pipeline nodes ready since the last start
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=_TAIL_LINES))
     restarts: deque[float] = field(default_factory=deque)  # when each recent restart happened
     restart_at: float | None = None  # a restart is due at this time.monotonic()
@@ -61,31 +59,33 @@ class SupervisedProcess:
     def running(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
-    @property
-    def is_ready(self) -> bool:
-        """Running, and each of its pipeline nodes said ``ready`` (when its log level shows
-        that line)."""
-        nodes = set(self.plan.pipeline_nodes)
-        return self.running and (not self.plan.reports_ready or self.ready >= nodes)
+    def ready_nodes(self, ready: Container[tuple[int, str]] | None) -> tuple[str, ...]:
+        """Its pipeline nodes that are ready: ``(pid, node)`` of its current process is in
+        ``ready`` (None: every node while it runs); none while it is not running."""
+        if not self.running:
+            return ()
+        assert self.popen is not None
+        pid = self.popen.pid
+        nodes = self.plan.pipeline_nodes
+        return tuple(node for node in nodes if ready is None or (pid, node) in ready)
+
+    def is_ready(self, ready: Container[tuple[int, str]] | None) -> bool:
+        """Running, and each of its pipeline nodes is ready (:meth:`ready_nodes`)."""
+        return self.running and self.ready_nodes(ready) == self.plan.pipeline_nodes
 
     def start(self, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
         """Start the process (again), forgetting its last stderr lines and any restart that
-        was due; the caller clears :attr:`ready` first, under its lock."""
+        was due."""
         self.tail.clear()
         self.restart_at, self.announced = None, False
         self.starts += 1
         self.popen = start_process(self.argv, env)
         return self.popen
 
-    def read_line(self, text: str, is_stderr: bool) -> str | None:
-        """Take a line the process wrote: stderr lines are kept (the last few); the pipeline
-        node that the line says is ready, if it does."""
+    def read_line(self, text: str, is_stderr: bool) -> None:
+        """Take a line the process wrote: stderr lines are kept (the last few)."""
         if is_stderr:
             self.tail.append(text)
-        found = READY_PATTERN.search(text)
-        if found and found.group(1) in self.plan.pipeline_nodes:
-            return found.group(1)
-        return None
 
     def last_stderr(self) -> str:
         """Its last stderr lines as an indented block for a report ('' when there are none)."""

@@ -5,7 +5,7 @@ Each control tick, in both loops: the robot's sensor messages are made
 (:meth:`~leapp_ros.sim.mujoco_robot.SimulatedRobot.sensor_messages`), the controller answers
 with the command, the robot applies it for ``decimation`` physics steps. The graph loop sends
 the messages over the graph's topics (:class:`~leapp_ros.testing.GraphUnderTest`, isolated on
-this machine, in any mode) and waits for every output they drive; the ``leapp.Pipeline`` loop
+this machine, in any deployment) and waits for every output they drive; the ``leapp.Pipeline`` loop
 decodes the same bytes as the nodes do and calls ``Pipeline.step``. ``leapp-ros sim`` runs an
 export, not the user's PyTorch code, so ``leapp.Pipeline`` (the artifacts run in this process,
 no ROS) is its reference: it tells a fault of the graph (transport, message codecs, modes)
@@ -32,6 +32,7 @@ from leapp_ros.bag.bag_file import BagWriter
 from leapp_ros.bag.bag_ticks import as_tensor, input_readers
 from leapp_ros.messages.topic_io import OutputWriter
 from leapp_ros.plan.pipeline import PUBLISHER_QOS, PipelinePlan, QosPlan
+from leapp_ros.run.deployment import Deployment
 from leapp_ros.sim.mujoco_robot import SimulatedRobot, TickState
 from leapp_ros.sim.sim_map import SimMap
 from leapp_ros.testing.failures import GraphAssertionError
@@ -227,26 +228,29 @@ def simulate(
     mjcf: str | os.PathLike[str],
     sim_map: SimMap,
     *,
-    mode: str = "processes",
+    deployment: Deployment | str = Deployment.PROCESSES,
     tolerance: float = 1e-5,
     bag: str | os.PathLike[str] | None = None,
     timeout_s: float = 10.0,
     startup_timeout_s: float = 60.0,
 ) -> SimReport:
-    """Both loops (the leapp.Pipeline loop first) for ``plan``'s graph in ``mode`` (a name of
-    :data:`leapp_ros.testing.MODES`), the graph loop's messages into the new bag ``bag``.
+    """Both loops (the leapp.Pipeline loop first) for ``plan``'s graph in ``deployment`` (a
+    :class:`~leapp_ros.run.deployment.Deployment` or its name), the graph loop's messages into
+    the new bag ``bag``.
 
     Raises:
         SimMapError, BagError, DependencyError: before anything starts.
     """
-    from leapp_ros.testing import MODES, GraphUnderTest
+    from leapp_ros.testing import GraphUnderTest
 
+    deployment = Deployment.parse(deployment)
     command = plan.resolve(SimulatedRobot(mjcf, sim_map, plan).command_key)  # every check
     writer = BagWriter(bag) if bag is not None else None
     try:
         reference = run_pipeline(plan, mjcf, sim_map)
-        graph = GraphUnderTest(plan, timeout_s=startup_timeout_s, step_timeout_s=timeout_s,
-                               **MODES[mode])  # fmt: skip
+        graph = GraphUnderTest(
+            plan, deployment, timeout_s=startup_timeout_s, step_timeout_s=timeout_s
+        )
         try:
             graph.start()
             record, stopped = run_graph(graph, plan, mjcf, sim_map, writer)
@@ -261,7 +265,16 @@ def simulate(
                    for g, e in zip(record.commands, reference.commands, strict=False)]  # fmt: skip
     largest = max(differences, default=0.0)
     where = int(np.argmax(differences)) if differences else None
-    names = {"processes": "one process per node", "composed": "composed", "fused": "fused"}
-    return SimReport(plan.namespace, names[mode], command, sim_map.ticks, record, reference,
-                     largest, where, tolerance, None if bag is None else Path(bag),
-                     stopped)  # fmt: skip
+    return SimReport(
+        plan.namespace,
+        deployment.description,
+        command,
+        sim_map.ticks,
+        record,
+        reference,
+        largest,
+        where,
+        tolerance,
+        None if bag is None else Path(bag),
+        stopped,
+    )

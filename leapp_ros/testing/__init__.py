@@ -19,11 +19,13 @@ What :class:`GraphUnderTest` does:
 - **Isolation.** It reserves a ROS domain id no other test on this machine holds (lock files
   under the temporary folder) and keeps discovery on this machine
   (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``), for the nodes and for its own context.
-- **Start.** It runs the graph with :mod:`leapp_ros.run.runner` (no ``ros2 launch`` needed): one
-  process per node, every node in one process with ``composed=True``, or the whole pipeline
-  in one node with ``fused=True`` (:data:`MODES`). It waits until every node published
-  ``ready`` on ``_leapp/status`` and every hop is matched both ways, else raises
-  :class:`GraphAssertionError` with the reason and the nodes' last output lines.
+- **Start.** It runs the graph with :mod:`leapp_ros.run.runner` (no ``ros2 launch`` needed),
+  the processes ``leapp-ros run`` and ``pipeline.launch.py`` start for the same
+  :class:`GraphOptions`: one process per node (default), every node in one process
+  (``Deployment.COMPOSED``), or the whole pipeline in one node (``Deployment.FUSED``). It
+  waits until every node published ``ready`` on ``_leapp/status`` and every hop is matched
+  both ways, else raises :class:`GraphAssertionError` with the reason and the nodes' last
+  output lines.
 - **The deployed QoS.** The nodes run exactly as deployed: the harness changes none of their
   parameters, so their subscriptions stay best effort with depth 1 ("newest wins") and the
   watchdog, e-stop, limits and lifecycle are tested at the QoS a robot meets. The harness's
@@ -68,10 +70,10 @@ What :class:`GraphUnderTest` does:
 
 In a pytest suite, start one graph per module (starting one takes seconds)::
 
-    from leapp_ros.testing import graph_fixture
+    from leapp_ros.testing import Deployment, graph_fixture
 
     graph = graph_fixture(lambda request: request.getfixturevalue("export_path"),
-                          modes=["processes", "composed", "fused"])  # each test, each mode
+                          deployments=list(Deployment))  # each test in each deployment
 
     def test_action_is_bounded(graph):
         out = graph.step({"preprocess/state": torch.zeros(6),
@@ -97,9 +99,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from leapp_ros.plan.pipeline import PipelinePlan
+from leapp_ros.run.deployment import Deployment, GraphOptions
+from leapp_ros.run.processes import graph_options
 from leapp_ros.testing.graph import GraphAssertionError, GraphUnderTest, StepTimeoutError
 from leapp_ros.testing.probe import (
     DOMAIN_IDS,
@@ -111,8 +116,9 @@ from leapp_ros.testing.probe import (
 
 __all__ = [
     "DOMAIN_IDS",
-    "MODES",
+    "Deployment",
     "GraphAssertionError",
+    "GraphOptions",
     "GraphUnderTest",
     "Probe",
     "StepTimeoutError",
@@ -125,22 +131,13 @@ __all__ = [
 Export = PipelinePlan | str | os.PathLike[str]
 
 
-MODES: dict[str, dict[str, bool]] = {
-    "processes": {},
-    "composed": {"composed": True},
-    "fused": {"fused": True},
-}
-"""The ways to run a graph, as :class:`GraphUnderTest` arguments: one process per node,
-every node in one process, the whole pipeline in one node."""
-
-
 def graph_fixture(
     export: Export | Callable[[Any], Export],
     *,
     scope: str = "module",
-    composed: bool | Sequence[bool] = False,
-    modes: Sequence[str] | None = None,
-    **options: Any,
+    options: GraphOptions | Deployment | None = None,
+    deployments: Sequence[Deployment | str] | None = None,
+    **settings: Any,
 ) -> Any:
     """A pytest fixture yielding a started :class:`GraphUnderTest`; assign it to a module or
     class attribute, whose name becomes the fixture's name.
@@ -149,26 +146,25 @@ def graph_fixture(
         export: the export (folder, YAML or plan), or a function of pytest's ``request``
             returning it, to build it from other fixtures (``request.getfixturevalue``).
         scope: the fixture's scope; the graph starts once per scope.
-        composed: ``True`` for one process for every node; a list such as ``[False, True]``
-            parametrizes the fixture (test ids ``processes`` and ``composed``).
-        modes: names of :data:`MODES` (``["processes", "composed", "fused"]``): parametrizes
-            the fixture, one graph per mode (test ids the names); wins over ``composed``.
-        options: further :class:`GraphUnderTest` arguments (``timeout_s``, ``namespace``...).
+        options: how the graph starts (:class:`GraphOptions`, or a :class:`Deployment`).
+        deployments: parametrizes the fixture, one graph per deployment (test ids their
+            names: ``processes``, ``composed``, ``fused``), each with ``options`` otherwise.
+        settings: further :class:`GraphUnderTest` arguments (``timeout_s``, ``output``...).
+
+    Raises:
+        PlanError: a deployment that does not exist.
     """
     import pytest
 
-    if modes is None and isinstance(composed, (list, tuple)):
-        modes = ["composed" if mode else "processes" for mode in composed]
-    unknown = sorted(set(modes or ()) - MODES.keys())
-    if unknown:
-        raise ValueError(f"unknown graph modes {unknown}; choose among {list(MODES)}")
-    params = None if modes is None else list(modes)
+    base = graph_options(options)
+    chosen = None if deployments is None else [Deployment.parse(d) for d in deployments]
+    ids = None if chosen is None else [d.value for d in chosen]
 
-    @pytest.fixture(scope=scope, params=params, ids=params)
+    @pytest.fixture(scope=scope, params=chosen, ids=ids)
     def graph(request: Any) -> Any:
         source = export(request) if callable(export) else export
-        mode = MODES[request.param] if params is not None else {"composed": bool(composed)}
-        with GraphUnderTest(source, **mode, **options) as started:
-            yield started
+        started = base if chosen is None else replace(base, deployment=request.param)
+        with GraphUnderTest(source, started, **settings) as running:
+            yield running
 
     return graph

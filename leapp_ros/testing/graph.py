@@ -13,7 +13,8 @@ from typing import Any, TextIO
 import torch
 
 from leapp_ros.plan.pipeline import PipelinePlan
-from leapp_ros.run.processes import load_plan, plan_processes
+from leapp_ros.run.deployment import Deployment, GraphOptions
+from leapp_ros.run.processes import graph_options, load_plan, plan_processes
 from leapp_ros.run.runner import RunningGraph
 from leapp_ros.testing.delivery import receipt_gaps, unready_nodes
 from leapp_ros.testing.endpoints import Endpoints
@@ -41,14 +42,13 @@ class GraphUnderTest:
 
     Args:
         export: export folder, its YAML spec, or a :class:`~leapp_ros.plan.pipeline.PipelinePlan`.
-        composed: every node in one process instead of one process per node.
-        fused: the whole pipeline in one ``leapp_fused`` node, tick by tick.
-        namespace: ROS namespace (default: the pipeline name).
+        options: how the graph starts, as ``leapp-ros run`` and ``pipeline.launch.py`` start
+            it (:class:`~leapp_ros.run.deployment.GraphOptions`: deployment, namespace, log
+            level, parameters file given to the nodes as it is, QoS overrides included: the
+            harness changes nothing about the nodes); a
+            :class:`~leapp_ros.run.deployment.Deployment` alone, or None, for the defaults.
         timeout_s: how long :meth:`start` waits for the graph to be ready.
         step_timeout_s: how long :meth:`step` waits for its outputs by default.
-        log_level: ROS log level of the nodes.
-        params_file: a ROS 2 parameters file for every node, given to them as it is (QoS
-            overrides included: the harness changes nothing about the nodes).
         output: a stream that also receives the nodes' output lines (they are kept in
             memory anyway, see :attr:`output`).
 
@@ -59,23 +59,19 @@ class GraphUnderTest:
     def __init__(
         self,
         export: PipelinePlan | str | os.PathLike[str],
+        options: GraphOptions | Deployment | None = None,
         *,
-        composed: bool = False,
-        fused: bool = False,
-        namespace: str | None = None,
         timeout_s: float = 60.0,
         step_timeout_s: float = 10.0,
-        log_level: str | None = None,
-        params_file: str | os.PathLike[str] | None = None,
         output: TextIO | None = None,
     ):
-        self.plan: PipelinePlan = load_plan(export, namespace, params_file=params_file)
-        self.composed = composed
-        self.fused = fused
+        self.options = graph_options(options)
+        self.plan: PipelinePlan = load_plan(
+            export, self.options.namespace, params_file=self.options.params_file
+        )
         self.timeout_s = timeout_s
         self.step_timeout_s = step_timeout_s
         self.domain_id: int | None = None
-        self._options = (log_level, params_file)
         self._lines = OutputLines(output)
         self._lock: Any = None
         self._graph: RunningGraph | None = None
@@ -83,7 +79,17 @@ class GraphUnderTest:
         self._statuses: dict[str, dict[str, Any]] = {}
         self._endpoints: Endpoints | None = None
         # values fed back from node to node over topics (a fused node keeps them in memory)
-        self._feedback = bool(feedback_topics(self.plan)) and not fused
+        self._feedback = bool(feedback_topics(self.plan)) and not self.fused
+
+    @property
+    def deployment(self) -> Deployment:
+        """How the graph runs: one process per node, composed or fused."""
+        return self.options.deployment
+
+    @property
+    def fused(self) -> bool:
+        """Whether one ``leapp_fused`` node runs the whole pipeline."""
+        return self.options.deployment is Deployment.FUSED
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -107,18 +113,14 @@ class GraphUnderTest:
             raise RuntimeError(f"graph {self.plan.namespace} was started already")
         try:
             self.domain_id, self._lock = claim_domain_id()
-            log_level, params_file = self._options
-            processes = plan_processes(
-                self.plan,
-                composed=self.composed,
-                fused=self.fused,
-                log_level=log_level,
-                params_file=params_file,
-            )
             self._graph = RunningGraph(
-                processes, name=self.plan.namespace, env=ros_env(self.domain_id, base={}),
-                stdout=self._lines, stderr=self._lines,  # type: ignore[arg-type]
-            ).start()  # fmt: skip
+                plan_processes(self.plan, self.options),
+                name=self.plan.namespace,
+                env=ros_env(self.domain_id, base={}),
+                stdout=self._lines,  # type: ignore[arg-type]
+                stderr=self._lines,  # type: ignore[arg-type]
+                watch_status=False,  # the probe watches the status records
+            ).start()
             self._probe = Probe(self.domain_id)
             self._endpoints = Endpoints(self.plan, self._probe)
             self._statuses = self._probe.watch_status(self.plan.namespace)

@@ -26,22 +26,29 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import torch
 
 from leapp_ros.bag.bag_file import BagError
 from leapp_ros.bag.bag_ticks import BagTicks, load_ticks
+from leapp_ros.plan.pipeline import PipelinePlan
+from leapp_ros.run.deployment import Deployment
 from leapp_ros.testing.failures import GraphAssertionError
 from leapp_ros.testing.topics import driven_outputs
 
-if TYPE_CHECKING:
-    from leapp_ros.testing.graph import GraphUnderTest
-
-__all__ = ["AGAINST", "RATES", "ReplayReport", "TopicReplay", "pipeline_reference", "replay"]
+__all__ = [
+    "AGAINST",
+    "RATES",
+    "ReplayReport",
+    "ReplayTarget",
+    "TopicReplay",
+    "pipeline_reference",
+    "replay",
+]
 
 RATES = ("asap", "realtime")
 AGAINST = ("pipeline", "recorded")
@@ -143,6 +150,25 @@ class ReplayReport:
         )
 
 
+class ReplayTarget(Protocol):
+    """What a replay drives: a started graph (:class:`~leapp_ros.testing.GraphUnderTest`)."""
+
+    plan: PipelinePlan
+
+    @property
+    def deployment(self) -> Deployment: ...
+
+    def spin(self, seconds: float) -> None: ...
+
+    def send(
+        self,
+        messages: Mapping[str, Any],
+        *,
+        outputs: Iterable[str],
+        timeout_s: float | None = None,
+    ) -> dict[str, torch.Tensor]: ...
+
+
 def pipeline_reference(plan_spec: os.PathLike[str] | str, ticks: BagTicks) -> list[dict]:
     """Every output of every node per tick, from :class:`leapp.Pipeline` run on the ticks'
     inputs from the initial state on.
@@ -168,7 +194,7 @@ def pipeline_reference(plan_spec: os.PathLike[str] | str, ticks: BagTicks) -> li
 
 
 def replay(
-    graph: GraphUnderTest,
+    graph: ReplayTarget,
     bag: str | os.PathLike[str] | BagTicks,
     *,
     remaps: Sequence[str] = (),
@@ -219,7 +245,7 @@ def replay(
     # an output's topic is "<node>/<output>" under the namespace
     topics = tuple(_topic(plan.resolve(key), key, outcomes[key], expected[key], ticks)
                    for key in compared)  # fmt: skip
-    mode = "fused" if graph.fused else "composed" if graph.composed else "one process per node"
+    mode = graph.deployment.description
     return ReplayReport(ticks.bag, plan.namespace, mode, against, len(ticks.ticks), replayed,
                         topics, rtol, atol, ticks.superseded, ticks.left_over,
                         tuple(k for k in ticks.unrecorded if k in awaited), stopped)  # fmt: skip

@@ -3,7 +3,7 @@
 ::
 
     leapp-ros verify exports/robot_policy --bag robot_run --remap preprocess/joint_states:=/js
-    leapp-ros verify exports/robot_policy --bag last_week --against recorded --fused
+    leapp-ros verify exports/robot_policy --bag last_week --against recorded --deployment fused
     leapp-ros verify exports/torch_pipeline --bag run --rate realtime --plot run_verify.png
 
 :func:`verify_bag` checks everything before starting anything: the spec and the artifacts'
@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from leapp_ros.run.deployment import Deployment
+
 if TYPE_CHECKING:
     from leapp_ros.testing.replay import ReplayReport
 
@@ -48,8 +50,7 @@ def verify_bag(
     remaps: Sequence[str] = (),
     rate: str = "asap",
     against: str = "pipeline",
-    composed: bool = False,
-    fused: bool = False,
+    deployment: Deployment | str = Deployment.PROCESSES,
     rtol: float = 1e-3,
     atol: float = 1e-5,
     timeout_s: float = 10.0,
@@ -82,16 +83,24 @@ def verify_bag(
         raise ValueError(f"rate {rate!r}, against {against!r}: choose from {RATES}, {AGAINST}")
     plan = load_plan(find_export(export))  # the checksums are verified here
     ticks = load_ticks(plan, bag, remaps, recorded=against == "recorded")
-    graph = GraphUnderTest(
-        plan, composed=composed, fused=fused, timeout_s=startup_timeout_s, step_timeout_s=timeout_s
-    )
+    deployment = Deployment.parse(deployment)
+    graph = GraphUnderTest(plan, deployment, timeout_s=startup_timeout_s, step_timeout_s=timeout_s)
     try:
         graph.start()
         report = replay(graph, ticks, rate=rate, against=against, rtol=rtol, atol=atol)
     except GraphAssertionError as e:  # the graph never became ready: nothing was compared
-        mode = "fused" if fused else "composed" if composed else "one process per node"
-        report = ReplayReport(ticks.bag, plan.namespace, mode, against, len(ticks.ticks), 0,
-                              (), rtol, atol, stopped=str(e))  # fmt: skip
+        report = ReplayReport(
+            ticks.bag,
+            plan.namespace,
+            deployment.description,
+            against,
+            len(ticks.ticks),
+            0,
+            (),
+            rtol,
+            atol,
+            stopped=str(e),
+        )
     finally:
         graph.close(check=False)
     if target is not None:
@@ -142,7 +151,7 @@ def verify_bag_command(args: argparse.Namespace) -> int:
         raise BagError("give --bag or --inputs, not both: each is a source of inputs")
     report, plot = verify_bag(
         args.export, args.bag, remaps=args.remap, rate=args.rate, against=args.against,
-        composed=args.composed, fused=args.fused, rtol=args.rtol, atol=args.atol,
+        deployment=args.deployment, rtol=args.rtol, atol=args.atol,
         timeout_s=args.timeout, startup_timeout_s=max(60.0, args.timeout), plot=args.plot,
     )  # fmt: skip
     print(report.format())

@@ -4,13 +4,19 @@
 from pip and ``ros2 launch`` does not exist (on a full ROS 2 install ``ros2 launch leapp_ros
 pipeline.launch.py pipeline:=EXPORT`` starts the same processes)::
 
-    leapp-ros run exports/torch_pipeline                 # one process per node
-    leapp-ros run exports/torch_pipeline --composed      # every node in one process
-    leapp-ros run exports/torch_pipeline --fused         # the whole pipeline in one node
+    leapp-ros run exports/torch_pipeline                          # one process per node
+    leapp-ros run exports/torch_pipeline --deployment composed    # every node in one process
+    leapp-ros run exports/torch_pipeline --deployment fused       # the whole pipeline, one node
     leapp-ros run exports/torch_pipeline --restart --namespace robot1/policy \\
         --params-file my_params.yaml --log-level warn
     leapp-ros run exports/torch_pipeline --cpu-latency-us 0 --pin-cpus   # lowest latency
     leapp-ros run exports/torch_pipeline --nodes preprocess   # this host's share of the graph
+    leapp-ros run exports/torch_pipeline --no-autostart  # nodes wait for `ros2 lifecycle`
+
+``--composed`` and ``--fused`` are short for ``--deployment composed`` / ``fused``. The runner
+starts the processes ``ros2 launch leapp_ros pipeline.launch.py`` starts with the same options
+(:func:`leapp_ros.run.processes.plan_processes`) and says "graph ready" once every node has
+published a ``ready`` status record, whatever the log level.
 
 ``--nodes`` (repeatable, or a comma list) splits a graph over machines: each host runs its
 nodes with the same export, namespace and ``ROS_DOMAIN_ID``, and DDS carries the topics
@@ -25,7 +31,7 @@ as ``run``: one ``_add_<name>`` function each::
     leapp-ros inspect exports/torch_pipeline [--namespace NS]     # nodes, topics, QoS
     leapp-ros inspect exports/torch_pipeline --picture docs/      # also its picture, PNG + SVG
     leapp-ros generate exports/torch_pipeline --out ros2_ws/src   # a ROS 2 package
-    leapp-ros verify exports/torch_pipeline [--composed|--fused]  # examples, random ticks
+    leapp-ros verify exports/torch_pipeline [--deployment fused]  # examples, random ticks
     leapp-ros verify exports/nvidia_export --ticks 50 --seed 3    # no examples: random inputs
     leapp-ros verify exports/robot_policy --bag robot_run         # a recorded bag
     leapp-ros record exports/torch_pipeline --out run             # a bag of the running graph
@@ -42,9 +48,10 @@ from pathlib import Path
 
 from leapp.errors import LeappError
 from leapp_ros.plan.selection import node_names
-from leapp_ros.run.processes import LOG_LEVELS
+from leapp_ros.run.deployment import LOG_LEVELS, GraphOptions
 from leapp_ros.run.runner import EXIT_USAGE, make_graph, serve
 from leapp_ros.tools.bag_verification import add_bag_arguments, verify_bag_command
+from leapp_ros.tools.deployment_option import add_deployment_option
 from leapp_ros.tools.record_command import add_record
 from leapp_ros.tools.sim_command import add_sim
 
@@ -91,21 +98,13 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         "run",
         help="run an export as a graph of ROS 2 nodes until Ctrl-C",
         description=(
-            "Start one process per pipeline node (or one for all with --composed), pass their "
-            "output on prefixed with the node name, and stop them all on Ctrl-C or SIGTERM."
+            "Start the processes of the graph (one per pipeline node, or as --deployment says: "
+            "the same ones ros2 launch starts), pass their output on prefixed with their "
+            "label, say when every node is ready, and stop them all on Ctrl-C or SIGTERM."
         ),
     )
     run.add_argument("export", type=Path, help="export folder, or its <name>.yaml spec")
-    modes = run.add_mutually_exclusive_group()
-    modes.add_argument(
-        "--composed", action="store_true", help="run every node in one process (one executor)"
-    )
-    modes.add_argument(
-        "--fused",
-        action="store_true",
-        help="run the whole pipeline in one node, tick by tick (fewest hops; intermediate "
-        "topics still published unless -p publish_intermediate:=false in --params-file)",
-    )
+    add_deployment_option(run)
     run.add_argument("--namespace", help="ROS namespace of the nodes (default: pipeline name)")
     run.add_argument(
         "--restart",
@@ -153,24 +152,30 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
             "the others running on other hosts of the same ROS domain"
         ),
     )
+    run.add_argument(
+        "--no-autostart",
+        dest="autostart",
+        action="store_false",
+        default=None,
+        help="start every node unconfigured, publishing nothing until `ros2 lifecycle set "
+        "/<namespace>/<node> configure`, then `activate` (wins over the params file)",
+    )
     run.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    graph = make_graph(
-        args.export,
-        composed=args.composed,
-        fused=args.fused,
+    options = GraphOptions(
+        deployment=args.deployment,
         namespace=args.namespace,
-        restart=args.restart,
         log_level=args.log_level,
         params_file=args.params_file,
         cpu_latency_us=args.cpu_latency_us,
         pin_cpus=args.pin_cpus,
-        remaps=args.remap,
+        remaps=tuple(args.remap),
         nodes=None if args.nodes is None else node_names(args.nodes),
+        autostart=args.autostart,
     )
-    return serve(graph)
+    return serve(make_graph(args.export, options, restart=args.restart))
 
 
 def _add_inspect(commands: argparse._SubParsersAction) -> None:
@@ -237,7 +242,7 @@ def _add_generate(commands: argparse._SubParsersAction) -> None:
         help="write a ROS 2 package (launch files, parameters, export, test) for an export",
         description=(
             "Write OUT/<package>/, an ament_python package that runs the export as ROS 2 nodes: "
-            "package.xml, setup.py, launch files (per node and composed), node parameters, the "
+            "package.xml, setup.py, launch files (one per deployment), node parameters, the "
             "export itself and a launch_testing test. It builds with colcon and installs with "
             "pip. Regenerating rewrites generated files you did not change, never touches "
             "files you added, and refuses to overwrite generated files you edited unless "
@@ -318,13 +323,7 @@ def _add_verify(commands: argparse._SubParsersAction) -> None:
     )
     verify.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (1e-3)")
     verify.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance (1e-5)")
-    modes = verify.add_mutually_exclusive_group()
-    modes.add_argument(
-        "--composed", action="store_true", help="run every node in one process (one executor)"
-    )
-    modes.add_argument(
-        "--fused", action="store_true", help="run the whole pipeline in one node, tick by tick"
-    )
+    add_deployment_option(verify)
     verify.add_argument(
         "--timeout", type=float, default=10.0, help="seconds to wait for each sample (10)"
     )
@@ -367,8 +366,7 @@ def _verify(args: argparse.Namespace) -> int:
         args.export,
         rtol=args.rtol,
         atol=args.atol,
-        composed=args.composed,
-        fused=args.fused,
+        deployment=args.deployment,
         timeout_s=args.timeout,
         startup_timeout_s=max(60.0, args.timeout),
         inputs=args.inputs,

@@ -10,10 +10,12 @@ pipeline (default name ``<pipeline>_ros``)::
     config/<pipeline>.yaml               node parameters (the file users edit)
     launch/<pipeline>.launch.py          one leapp_node process per pipeline node
     launch/<pipeline>_composed.launch.py every node in one leapp_container process
+    launch/<pipeline>_fused.launch.py    one leapp_fused node running every node per tick
     test/test_<pipeline>_topics.py       launch_testing test replaying the traced examples
 
-It builds with ``colcon build`` on a ROS 2 install and installs with pip where ROS 2 comes from
-wheels; both put package.xml, launch, config and export under ``share/<package>``.
+The launch files return leapp_ros's launch description with the package's defaults. The
+package builds with ``colcon build`` on a ROS 2 install and installs with pip where ROS 2
+comes from wheels; both put package.xml, launch, config and export under ``share/<package>``.
 
 Example::
 

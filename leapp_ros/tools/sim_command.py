@@ -4,7 +4,8 @@
 
     pip install 'leapp_ros[sim]'
     leapp-ros sim exports/robot_policy --mjcf robot.xml --map sim_map.yaml            # processes
-    leapp-ros sim exports/robot_policy --mjcf robot.xml --map sim_map.yaml --fused --out run1
+    leapp-ros sim exports/robot_policy --mjcf robot.xml --map sim_map.yaml --deployment fused \\
+        --out run1
 
 The map (:mod:`leapp_ros.sim.sim_map`) says how the model becomes the graph's sensor messages
 (each in the frame its message defines) and what the command does. The same loop runs with
@@ -25,6 +26,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from leapp_ros.tools.deployment_option import add_deployment_option
+
 __all__ = ["add_sim"]
 
 
@@ -44,9 +47,7 @@ def add_sim(commands: argparse._SubParsersAction) -> None:
     sim.add_argument("export", type=Path, help="export folder or YAML, or a generated package")
     sim.add_argument("--mjcf", type=Path, required=True, help="the MuJoCo model (MJCF XML)")
     sim.add_argument("--map", type=Path, required=True, help="the simulation map (YAML)")
-    modes = sim.add_mutually_exclusive_group()
-    modes.add_argument("--composed", action="store_true", help="every node in one process")
-    modes.add_argument("--fused", action="store_true", help="the whole pipeline in one node")
+    add_deployment_option(sim)
     sim.add_argument("--out", type=Path, help="a new folder for the bag and plot (sim_<name>)")
     sim.add_argument(
         "--tolerance", type=float, default=1e-5, help="largest command difference (1e-5)"
@@ -71,11 +72,16 @@ def _sim(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else Path(f"sim_{plan.name}")
     if (out / "bag").exists():
         raise BagError(f"{out / 'bag'} exists already; give a new folder with --out")
-    mode = "fused" if args.fused else "composed" if args.composed else "processes"
     report = simulate(
-        plan, args.mjcf, sim_map, mode=mode, tolerance=args.tolerance, bag=out / "bag",
-        timeout_s=args.timeout, startup_timeout_s=max(60.0, args.timeout),
-    )  # fmt: skip
+        plan,
+        args.mjcf,
+        sim_map,
+        deployment=args.deployment,
+        tolerance=args.tolerance,
+        bag=out / "bag",
+        timeout_s=args.timeout,
+        startup_timeout_s=max(60.0, args.timeout),
+    )
     print(report.format())
     try:
         require_plotting()

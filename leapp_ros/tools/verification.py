@@ -3,7 +3,7 @@
 ::
 
     leapp-ros verify exports/torch_pipeline              # one process per node
-    leapp-ros verify ros2_ws/src/torch_pipeline_ros --composed --rtol 1e-4 --timeout 20
+    leapp-ros verify ros2_ws/src/torch_pipeline_ros --deployment composed --rtol 1e-4 --timeout 20
     leapp-ros verify exports/nvidia_policy --ticks 50 --seed 3   # an export without examples
     leapp-ros verify exports/torch_pipeline --inputs recorded_on_robot.safetensors
 
@@ -82,6 +82,7 @@ import torch
 
 from leapp.spec import Spec
 from leapp_ros.plan.pipeline import PipelinePlan
+from leapp_ros.run.deployment import Deployment
 from leapp_ros.tools.reference import RECORDED_EXAMPLES, Reference, ReplayError, make_reference
 
 __all__ = ["TopicCheck", "VerifyReport", "find_export", "verify"]
@@ -117,7 +118,7 @@ class VerifyReport:
 
     name: str
     namespace: str
-    composed: bool
+    deployment: Deployment
     samples: int
     replayed: int
     topics: tuple[TopicCheck, ...]
@@ -125,7 +126,6 @@ class VerifyReport:
     atol: float
     stopped: str | None = None
     reference: str = RECORDED_EXAMPLES
-    fused: bool = False
 
     @property
     def ok(self) -> bool:
@@ -138,13 +138,10 @@ class VerifyReport:
 
     def format(self) -> str:
         """The report as text: a heading, one table row per topic, and the verdict."""
-        mode = "one process for every node" if self.composed else "one process per node"
-        if self.fused:
-            mode = "one node running the whole pipeline (fused)"
         lines = [
             f"leapp-ros verify {self.name}: {self.replayed} of {self.samples} samples replayed "
-            f"on {self.namespace} ({mode}) against {self.reference}, rtol {self.rtol:g}, "
-            f"atol {self.atol:g}"
+            f"on {self.namespace} ({self.deployment.description}) against {self.reference}, "
+            f"rtol {self.rtol:g}, atol {self.atol:g}"
         ]
         rows = [("topic", "samples", "largest difference", "result")]
         rows += [
@@ -202,8 +199,7 @@ def verify(
     *,
     rtol: float = 1e-3,
     atol: float = 1e-5,
-    composed: bool = False,
-    fused: bool = False,
+    deployment: Deployment | str = Deployment.PROCESSES,
     timeout_s: float = 10.0,
     startup_timeout_s: float = 60.0,
     inputs: str | os.PathLike[str] | None = None,
@@ -216,8 +212,8 @@ def verify(
     Args:
         path: export folder or YAML, generated package, or install prefix.
         rtol, atol: tolerances for floating outputs.
-        composed: run every node in one process instead of one process per node.
-        fused: run the whole pipeline in one ``leapp_fused`` node, tick by tick.
+        deployment: one process per node (default), composed or fused
+            (:class:`~leapp_ros.run.deployment.Deployment`, or its name).
         timeout_s: how long to wait for the outputs of each sample.
         startup_timeout_s: how long to wait for the graph to be ready.
         inputs: a safetensors file of external inputs to run instead of the recorded
@@ -235,10 +231,11 @@ def verify(
     """
     from leapp import spec as spec_file
 
+    deployment = Deployment.parse(deployment)
     spec = spec_file.load(find_export(path), verify_checksums=True)
     reference = make_reference(spec, inputs=inputs, random_ticks=random_ticks, seed=seed)
     run = _run_graph(
-        spec, reference, composed=composed, fused=fused, timeout_s=timeout_s,
+        spec, reference, deployment=deployment, timeout_s=timeout_s,
         startup_timeout_s=startup_timeout_s, rtol=rtol, atol=atol,
     )  # fmt: skip
     topics = {f"{n.name}/{o.port}": run.plan.resolve(o.topic) for n in run.plan.nodes
@@ -248,8 +245,8 @@ def verify(
         _check(topics[key], key, outcomes, samples) for key, outcomes in run.results.items()
     )
     report = VerifyReport(
-        spec.name, run.plan.namespace, composed, samples, run.replayed, checks, rtol, atol,
-        run.stopped, reference.what, fused,
+        spec.name, run.plan.namespace, deployment, samples, run.replayed, checks, rtol, atol,
+        run.stopped, reference.what,
     )  # fmt: skip
     logger.debug("%s", report.format())
     return report
@@ -270,8 +267,7 @@ def _run_graph(
     spec: Spec,
     reference: Reference,
     *,
-    composed: bool,
-    fused: bool = False,
+    deployment: Deployment,
     timeout_s: float,
     startup_timeout_s: float,
     rtol: float,
@@ -282,11 +278,7 @@ def _run_graph(
     from leapp_ros.testing import GraphAssertionError, GraphUnderTest
 
     graph = GraphUnderTest(
-        spec.path,
-        composed=composed,
-        fused=fused,
-        timeout_s=startup_timeout_s,
-        step_timeout_s=timeout_s,
+        spec.path, deployment, timeout_s=startup_timeout_s, step_timeout_s=timeout_s
     )
     expected = reference.ticks
     results: dict[str, list[tuple[float, str | None]]] = {key: [] for key in expected[0].outputs}

@@ -34,7 +34,7 @@ from leapp_ros.bag.bag_ticks import BagTick, BagTicks, load_ticks
 from leapp_ros.messages.multiarray import codec
 from leapp_ros.messages.raw_multiarray import RawArrayCodec
 from leapp_ros.run.processes import load_plan
-from leapp_ros.testing import GraphUnderTest, ros_env
+from leapp_ros.testing import Deployment, GraphUnderTest, ros_env
 from leapp_ros.tools.cli import main
 
 pytestmark = pytest.mark.ros
@@ -91,7 +91,7 @@ def recorded(tmp_path_factory):
     folder = tmp_path_factory.mktemp("recorded")
     seed = export_seed(folder)
     bag, partial = folder / "run", folder / "partial"
-    with GraphUnderTest(seed.path, composed=True) as graph:
+    with GraphUnderTest(seed.path, Deployment.COMPOSED) as graph:
 
         def start(*options: str) -> subprocess.Popen:
             command = [sys.executable, "-m", "leapp_ros.tools.cli", "record", str(seed.path)]
@@ -376,7 +376,7 @@ def test_a_bag_replays_through_a_recurrent_policy_like_the_eager_gru_loop(tmp_pa
     assert outputs == ["action", "h_out"]  # LEAPP's ONNX name of the state output
     bag = write_eager_bag(tmp_path / "eager", plan, read_bag(inputs).types, ticks, eager_outputs)
     for against in ("recorded", "pipeline"):
-        with GraphUnderTest(export, composed=True) as graph:  # its state from h = 0 again
+        with GraphUnderTest(export, Deployment.COMPOSED) as graph:  # its state from h = 0 again
             report = graph.replay(bag, against=against)
             assert report.ok and report.replayed == 6, report.format()
             assert {t.key: t.compared for t in report.topics} == {

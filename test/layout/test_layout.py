@@ -66,13 +66,6 @@ TRACE_LAYERS = (
 )
 API = {"leapp", "leapp.session", "leapp.annotate", "leapp.compilation", "leapp.decorated_node"}
 MAX_LINES = 400
-# What breaks the rules today and is being fixed: an import circle (the set of its modules; a
-# circle among some of them is excused too) or a module over MAX_LINES (its path). An entry that
-# no longer breaks a rule fails test_known_exceptions_still_apply: remove it.
-KNOWN_EXCEPTIONS = (
-    frozenset({"leapp_ros.testing.graph", "leapp_ros.testing.replay"}),  # issue 47: to be removed
-    "leapp_ros/run/composition.py",  # issue 47: to be removed
-)
 
 
 def _module_name(path: Path) -> str:
@@ -216,10 +209,6 @@ def _describe_circle(
     return "\n".join([f"import circle among {', '.join(sorted(circle))}:", *imports])
 
 
-def _excused(circle: frozenset[str]) -> bool:
-    return any(isinstance(e, frozenset) and circle <= e for e in KNOWN_EXCEPTIONS)
-
-
 def _upward(edges: dict[tuple[str, str], str], layers: tuple[tuple[str, ...], ...]) -> list[str]:
     """Imports of a unit from its own layer or a higher one (units outside ``layers`` are
     below them all: ``leapp`` for ``leapp_ros``)."""
@@ -303,7 +292,7 @@ def test_the_rules_name_the_import_that_breaks_them():
 
 
 def test_modules_import_each_other_in_no_circle():
-    circles = [c for c in _circles(MODULE_EDGES) if not _excused(c)]
+    circles = list(_circles(MODULE_EDGES))
     assert circles == [], "\n".join(_describe_circle(c, MODULE_EDGES) for c in circles)
 
 
@@ -347,27 +336,6 @@ def test_a_module_imports_the_module_it_names_not_the_package_above_it(tmp_path)
     ]
 
 
-def test_known_exceptions_still_apply():
-    circles = _circles(MODULE_EDGES)
-    fixed = [
-        exception
-        for exception in KNOWN_EXCEPTIONS
-        if (isinstance(exception, str) and SIZES.get(exception, 0) <= MAX_LINES)
-        or (isinstance(exception, frozenset) and not any(c <= exception for c in circles))
-    ]
-    assert fixed == [], "fixed: remove these from KNOWN_EXCEPTIONS"
-
-
-def test_leapp_has_no_known_exception():
-    # Every module of leapp/ keeps the rules; only leapp_ros has exceptions left to fix.
-    names = [
-        name
-        for exception in KNOWN_EXCEPTIONS
-        for name in (exception if isinstance(exception, frozenset) else {exception})
-    ]
-    assert [name for name in names if name.replace("/", ".").split(".")[0] == "leapp"] == []
-
-
 def test_every_leapp_ros_module_is_in_a_package():
     # leapp_ros/ is packages along the flow; at its top only the package itself and ament.
     loose = {p.name for p in ROS_ROOT.glob("*.py")} - {"__init__.py", "ament.py"}
@@ -386,7 +354,7 @@ def test_packages_below_the_api_never_import_it():
 
 def test_no_module_is_over_the_size_limit():
     over = {n: lines for n, lines in SIZES.items() if lines > MAX_LINES}
-    assert {n: lines for n, lines in over.items() if n not in KNOWN_EXCEPTIONS} == {}
+    assert over == {}
 
 
 @pytest.mark.parametrize("module", ["leapp", "leapp.annotate", "leapp.spec", "leapp.export"])

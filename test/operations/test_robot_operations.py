@@ -30,6 +30,7 @@ import torch
 import yaml
 from support.ros import eager_seed, exited, ros_graph
 
+from leapp_ros.run.deployment import Deployment, GraphOptions
 from leapp_ros.run.processes import load_plan, plan_processes
 from leapp_ros.testing import ros_env
 from leapp_ros.testing.probe import qos
@@ -65,11 +66,11 @@ def params(tmp_path_factory):
     return _params(tmp_path_factory.mktemp("params") / "robot.yaml")
 
 
-@pytest.fixture(scope="module", params=["processes", "composed", "fused"])
+@pytest.fixture(scope="module", params=list(Deployment), ids=str)
 def live(request, seed, params):
-    from leapp_ros.testing import MODES, GraphUnderTest
+    from leapp_ros.testing import GraphUnderTest
 
-    with GraphUnderTest(seed.path, params_file=params, **MODES[request.param]) as started:
+    with GraphUnderTest(seed.path, GraphOptions(request.param, params_file=params)) as started:
         yield started
 
 
@@ -455,17 +456,18 @@ def test_a_timeout_is_a_diagnostic_warning(live, inputs):
 # --- autostart: false -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["processes", "composed", "fused"])
-def test_with_autostart_false_nothing_is_published_until_lifecycle_activates(mode, seed, tmp_path):
+@pytest.mark.parametrize("deployment", list(Deployment), ids=str)
+def test_with_autostart_false_nothing_is_published_until_lifecycle_activates(
+    deployment, seed, tmp_path
+):
     from std_msgs.msg import Float32MultiArray
 
     params = _params(tmp_path / "params.yaml", autostart=False)
     plan = load_plan(seed.path, params_file=params)
-    processes = plan_processes(
-        plan, composed=mode == "composed", fused=mode == "fused", params_file=params
-    )
+    processes = plan_processes(plan, GraphOptions(deployment, params_file=params))
     starts = [(process.module, process.argv()[3:]) for process in processes]
-    nodes = ["leapp_fused"] if mode == "fused" else ["preprocess", "policy"]
+    fused = deployment is Deployment.FUSED
+    nodes = ["leapp_fused"] if fused else ["preprocess", "policy"]
     with ros_graph(tmp_path, starts) as (probe, running, _domain_id):
         actions = probe.subscribe(f"{NAMESPACE}/policy/action", Float32MultiArray)
         publishers = [

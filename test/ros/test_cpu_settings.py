@@ -25,6 +25,7 @@ from leapp_ros.plan.cpu_settings import (
     usable_cpus,
 )
 from leapp_ros.plan.pipeline import PlanError
+from leapp_ros.run.deployment import Deployment, GraphOptions
 from leapp_ros.run.processes import load_plan, plan_processes
 from leapp_ros.testing import Probe, reserve_domain_id, ros_env
 
@@ -116,10 +117,9 @@ def test_cpu_latency_option_reaches_every_process_after_the_params_file(seed, tm
     params = tmp_path / "params.yaml"
     params.write_text("/**:\n  ros__parameters:\n    cpu_latency_us: 50\n")
     plan = load_plan(seed.path)
-    for composed in (False, True):
-        for process in plan_processes(
-            plan, composed=composed, params_file=params, cpu_latency_us=0
-        ):
+    for deployment in (Deployment.PROCESSES, Deployment.COMPOSED):
+        options = GraphOptions(deployment, params_file=params, cpu_latency_us=0)
+        for process in plan_processes(plan, options):
             ros = process.ros_arguments()
             assert ros[-2:] == ["-p", "cpu_latency_us:=0"]  # later wins over the file
             assert ros.index("--params-file") < ros.index("-p")
@@ -128,18 +128,18 @@ def test_cpu_latency_option_reaches_every_process_after_the_params_file(seed, tm
 def test_pin_cpus_gives_consecutive_processes_consecutive_cpus_round_robin(seed):
     cpus = usable_cpus()
     plan = load_plan(seed.path)
-    processes = plan_processes(plan, pin_cpus=True)
+    processes = plan_processes(plan, GraphOptions(pin_cpus=True))
     assert [p.ros_arguments()[-1] for p in processes] == [
         f"cpu_affinity:=[{cpus[i % len(cpus)]}]" for i in range(len(NODES))
     ]
-    (container,) = plan_processes(plan, composed=True, pin_cpus=True)
+    (container,) = plan_processes(plan, GraphOptions(Deployment.COMPOSED, pin_cpus=True))
     assert container.ros_arguments()[-2:] == ["-p", f"cpu_affinity:=[{cpus[0]}]"]
 
 
 @pytest.mark.parametrize("value", [-2, 1.5, "0"], ids=repr)
-def test_processes_reject_a_cpu_latency_that_is_not_a_whole_number_from_minus_1(value, seed):
+def test_options_reject_a_cpu_latency_that_is_not_a_whole_number_from_minus_1(value):
     with pytest.raises(PlanError, match="cpu_latency_us must be"):
-        plan_processes(load_plan(seed.path), cpu_latency_us=value)
+        GraphOptions(cpu_latency_us=value)
 
 
 @pytest.mark.parametrize(

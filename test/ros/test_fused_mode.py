@@ -3,7 +3,7 @@ random inputs like eager PyTorch (and a fused graph of a perturbed weight matrix
 check), leaves the intermediate topics out when asked, drops malformed and non-finite inputs
 without dying, passes leapp-ros verify --fused on the recorded example and random ticks (and
 fails it, naming the topic, when the graph runs other weights); and the ways to start it refuse
-what does not fit (composed, a choice of nodes)."""
+what does not fit (another deployment as well, a choice of some nodes)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from support.weights import export_perturbed_seed, swap_artifact
 
 from leapp.spec import load
 from leapp_ros.plan.pipeline import PlanError, make_plan
+from leapp_ros.run.deployment import Deployment, GraphOptions
 from leapp_ros.run.processes import plan_processes
 from leapp_ros.testing import GraphUnderTest, Probe, reserve_domain_id
 from leapp_ros.tools.cli import main
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.ros
 
 @pytest.fixture(scope="module")
 def fused_graph(seed):
-    with GraphUnderTest(seed.path, fused=True) as graph:
+    with GraphUnderTest(seed.path, Deployment.FUSED) as graph:
         yield graph
 
 
@@ -63,7 +64,10 @@ def test_a_fused_graph_of_a_perturbed_weight_matrix_fails_the_eager_check(seed, 
     random tick's action differs from eager PyTorch's."""
     other = export_perturbed_seed(tmp_path, seed).path
     wrong = r"^tick 0, policy/action: Tensor-likes are not close"
-    with GraphUnderTest(other, fused=True) as graph, pytest.raises(AssertionError, match=wrong):
+    with (
+        GraphUnderTest(other, Deployment.FUSED) as graph,
+        pytest.raises(AssertionError, match=wrong),
+    ):
         assert_answers_like_eager(graph, seed)
 
 
@@ -140,7 +144,7 @@ def test_an_intermediate_is_encoded_only_while_someone_subscribes(seed):
 def test_verify_fused_replays_the_example_and_random_ticks_through_one_node(seed, capsys):
     assert main(["verify", str(seed.path), "--fused"]) == 0
     report = capsys.readouterr().out
-    assert "21 of 21 samples replayed on /torch_pipeline (one node running the whole " in report
+    assert "21 of 21 samples replayed on /torch_pipeline (fused) against" in report
     assert "then leapp.Pipeline on 20 random ticks within their range (seed 0)" in report
 
 
@@ -169,18 +173,22 @@ def test_verify_fused_fails_naming_the_topic_when_the_node_runs_other_weights(
     ), report
 
 
-def test_fused_takes_neither_composed_nor_a_choice_of_nodes(seed):
+def test_fused_takes_no_choice_of_some_nodes_but_all_of_them(seed):
     plan = make_plan(load(seed.path))
-    for options in ({"composed": True}, {"nodes": ["policy"]}):
-        with pytest.raises(PlanError, match="fused mode runs every node of the pipeline"):
-            plan_processes(plan, fused=True, **options)
-    (process,) = plan_processes(plan, fused=True, nodes=["preprocess", "policy"])
+    with pytest.raises(PlanError, match="a fused deployment runs every node of the pipeline"):
+        plan_processes(plan, GraphOptions(Deployment.FUSED, nodes=("policy",)))
+    options = GraphOptions(Deployment.FUSED, nodes=("preprocess", "policy"))
+    (process,) = plan_processes(plan, options)
     assert (process.executable, process.node_name) == ("leapp_fused", "leapp_fused")
     assert process.pipeline_nodes == ("preprocess", "policy")
 
 
-def test_run_refuses_fused_with_composed(seed, capsys):
+TWO_DEPLOYMENTS = [["--fused", "--composed"], ["--deployment", "fused", "--composed"]]
+
+
+@pytest.mark.parametrize("choice", TWO_DEPLOYMENTS)
+def test_run_refuses_two_deployments(seed, capsys, choice):
     with pytest.raises(SystemExit) as caught:
-        main(["run", str(seed.path), "--fused", "--composed"])
+        main(["run", str(seed.path), *choice])
     assert caught.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err

@@ -19,7 +19,7 @@ import pytest
 import torch
 from support.ros import eager_seed
 
-from leapp_ros.testing import graph_fixture
+from leapp_ros.testing import Deployment, GraphOptions, GraphUnderTest, graph_fixture
 
 pytestmark = pytest.mark.ros
 
@@ -27,7 +27,7 @@ NAMESPACE = "/torch_pipeline"
 
 
 graph = graph_fixture(
-    lambda request: request.getfixturevalue("seed").path, modes=["processes", "composed", "fused"]
+    lambda request: request.getfixturevalue("seed").path, deployments=list(Deployment)
 )
 
 
@@ -123,13 +123,11 @@ def _stamped_params(path):
     return path
 
 
-@pytest.fixture(scope="module", params=["processes", "composed", "fused"])
+@pytest.fixture(scope="module", params=list(Deployment), ids=str)
 def stamped(request, robot, tmp_path_factory):
-
-    from leapp_ros.testing import MODES, GraphUnderTest
-
     params = _stamped_params(tmp_path_factory.mktemp("stamped") / "params.yaml")
-    with GraphUnderTest(robot.path, params_file=params, **MODES[request.param]) as graph:
+    options = GraphOptions(request.param, params_file=params)
+    with GraphUnderTest(robot.path, options) as graph:
         topics = {"joints": "joint_states", "imu": "imu", "twist": "cmd_vel"}
         yield graph, {name: f"{ROBOT_NS}/preprocess/{topic}" for name, topic in topics.items()}
 

@@ -23,6 +23,7 @@ import yaml
 from support.robot import eager_targets, export_robot
 from support.ros import exited, ros_graph
 
+from leapp_ros.run.deployment import Deployment, GraphOptions
 from leapp_ros.run.processes import load_plan, plan_processes
 
 pytestmark = pytest.mark.ros
@@ -53,17 +54,18 @@ def _params(path, on_nonfinite):
     return path
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["processes", "composed"])
+@pytest.fixture(scope="module", params=[Deployment.PROCESSES, Deployment.COMPOSED], ids=str)
 def live(request, robot, tmp_path_factory):
     from geometry_msgs.msg import Twist
     from sensor_msgs.msg import Imu, JointState
     from std_msgs.msg import Float64MultiArray
 
-    composed = request.param
+    composed = request.param is Deployment.COMPOSED
     tmp = tmp_path_factory.mktemp("robot_run")
     params = _params(tmp / "params.yaml", "publish" if composed else "drop")
     plan = load_plan(robot.path, params_file=params)
-    processes = plan_processes(plan, composed=composed, params_file=params, remaps=REMAPS)
+    options = GraphOptions(request.param, params_file=params, remaps=REMAPS)
+    processes = plan_processes(plan, options)
     starts = [(process.module, process.argv()[3:]) for process in processes]
     with ros_graph(tmp, starts) as (probe, running, _):
         robot_side = {

@@ -14,7 +14,7 @@ from support.recurrent import feedback_loop, gru_loop
 
 import leapp
 from leapp import session as session_module
-from leapp_ros.testing import GraphUnderTest
+from leapp_ros.testing import Deployment, GraphUnderTest
 from leapp_ros.tools.cli import main
 
 pytestmark = pytest.mark.ros
@@ -22,11 +22,6 @@ pytestmark = pytest.mark.ros
 FIRST_ACTION = torch.full((2,), 0.25)
 STEPS = 50
 TRACED_TICKS = 5
-MODES = {
-    "processes": {},
-    "composed": {"composed": True},
-    "fused": {"fused": True},
-}
 
 
 def export(save_path: Path, name: str, run) -> Path:
@@ -59,18 +54,18 @@ def exports(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(
     scope="module",
-    params=[(b, m) for b in ("jit", "onnx") for m in MODES],
+    params=[(b, d) for b in ("jit", "onnx") for d in Deployment],
     ids=lambda p: f"{p[0]}-{p[1]}",
 )
 def gru_graph(request, exports):
-    backend, mode = request.param
-    with GraphUnderTest(exports[f"gru_{backend}"], **MODES[mode]) as graph:
+    backend, deployment = request.param
+    with GraphUnderTest(exports[f"gru_{backend}"], deployment) as graph:
         yield graph, backend
 
 
-@pytest.fixture(scope="module", params=list(MODES))
+@pytest.fixture(scope="module", params=list(Deployment), ids=str)
 def loop_graph(request, exports):
-    with GraphUnderTest(exports["loop"], **MODES[request.param]) as graph:
+    with GraphUnderTest(exports["loop"], request.param) as graph:
         yield graph
 
 

@@ -9,18 +9,17 @@ import pytest
 import torch
 from support.warp import example, example_export_fixture, example_policy  # noqa: F401
 
-from leapp_ros.testing import GraphUnderTest
+from leapp_ros.testing import Deployment, GraphUnderTest
 
 pytestmark = pytest.mark.ros
 
 STEPS = 50
-MODES = {"processes": False, "composed": True}
 INPUTS = ("observe/base_quat", "observe/base_ang_vel", "observe/joint_pos", "observe/joint_vel")
 
 
-@pytest.fixture(scope="module", params=list(MODES))
+@pytest.fixture(scope="module", params=[Deployment.PROCESSES, Deployment.COMPOSED], ids=str)
 def graph(request, example_export):
-    with GraphUnderTest(example_export, composed=MODES[request.param]) as graph:
+    with GraphUnderTest(example_export, request.param) as graph:
         yield graph
 
 

@@ -49,7 +49,7 @@ import yaml
 from support.closed_loop import START, TIMEOUT_S, ClosedLoop, params_document
 from support.sim import Arm, export_arm_policy, write_arm_model
 
-from leapp_ros.testing import MODES, GraphUnderTest
+from leapp_ros.testing import Deployment, GraphOptions, GraphUnderTest
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -155,10 +155,10 @@ def fault_report():
             json.dump(report, out, indent=2)
 
 
-@pytest.fixture(scope="module", params=list(MODES))
+@pytest.fixture(scope="module", params=list(Deployment), ids=str)
 def run(request, arm_export, fault_report, tmp_path_factory):
-    """The arm driven through every fault by the graph in one mode: the loop and the final
-    status records."""
+    """The arm driven through every fault by the graph in one deployment: the loop and the
+    final status records."""
     folder = tmp_path_factory.mktemp(f"closed_loop_{request.param}")
     params = folder / "params.yaml"
     params.write_text(yaml.safe_dump(params_document()), encoding="utf-8")
@@ -166,14 +166,14 @@ def run(request, arm_export, fault_report, tmp_path_factory):
     with (
         open(folder / "nodes.log", "w", encoding="utf-8") as log,
         GraphUnderTest(
-            arm_export.path, params_file=params, output=log, **MODES[request.param]
+            arm_export.path, GraphOptions(request.param, params_file=params), output=log
         ) as graph,
     ):
         loop = ClosedLoop(graph, arm_export.policy, arm)
         drive_through_faults(loop)
         status = finish(loop)
         tail = "\n".join(graph.output.splitlines()[-30:])
-    fault_report[request.param] = loop.record()
+    fault_report[request.param.value] = loop.record()
     faults = {fault.name: fault for fault in loop.faults}
     return SimpleNamespace(loop=loop, faults=faults, status=status, tail=f"\nnodes:\n{tail}")
 

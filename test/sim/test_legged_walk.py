@@ -40,7 +40,7 @@ def walk(tmp_path_factory):
     map_path = folder / "map.yaml"
     map_path.write_text(yaml.safe_dump({**MAP, "ticks": TICKS}), encoding="utf-8")
     plain = PlainLoop(mjcf).run(TICKS)
-    report = simulate(load_plan(export), mjcf, load_map(map_path), mode="processes")
+    report = simulate(load_plan(export), mjcf, load_map(map_path), deployment="processes")
     return SimpleNamespace(plain=plain, report=report)
 
 

@@ -25,6 +25,7 @@ import yaml
 import leapp
 from leapp import InputKindEnum, OutputKindEnum, TensorSemantics, annotate
 from leapp import session as session_module
+from leapp_ros.run.deployment import Deployment
 from leapp_ros.run.processes import load_plan
 from leapp_ros.sim.sim_loop import simulate
 from leapp_ros.sim.sim_map import load_map
@@ -202,10 +203,10 @@ def sim(pendulum, export: Path, map_path: Path, out: str, *options: str) -> int:
                  "--out", folder, *options])  # fmt: skip
 
 
-@pytest.mark.parametrize("mode", ["processes", "composed"])
-def test_the_graph_loop_commands_as_eager_pytorch_within_1e_5_per_tick(pendulum, mode):
+@pytest.mark.parametrize("deployment", [Deployment.PROCESSES, Deployment.COMPOSED], ids=str)
+def test_the_graph_loop_commands_as_eager_pytorch_within_1e_5_per_tick(pendulum, deployment):
     plan = load_plan(pendulum.export)
-    report = simulate(plan, pendulum.mjcf, load_map(pendulum.map), mode=mode)
+    report = simulate(plan, pendulum.mjcf, load_map(pendulum.map), deployment=deployment)
     assert report.stopped is None, report.format()
     assert len(report.graph.commands) == len(report.pipeline.commands) == TICKS
     differences = np.abs(np.array(report.graph.commands) - pendulum.eager).max(axis=1)
@@ -225,7 +226,7 @@ def test_the_sim_command_writes_a_bag_and_a_plot_of_the_fused_run(pendulum, caps
     from leapp_ros.bag.bag_file import read_bag
 
     out = pendulum.folder / "fused_run"
-    code = sim(pendulum, pendulum.export, pendulum.map, "fused_run", "--fused")
+    code = sim(pendulum, pendulum.export, pendulum.map, "fused_run", "--deployment", "fused")
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "sim passed" in printed and "(fused)" in printed, printed
@@ -299,7 +300,7 @@ def test_an_input_the_simulator_cannot_publish_is_refused_before_anything_starts
     from leapp_ros.sim.sim_map import SimMapError
 
     with pytest.raises(SimMapError, match=r"preprocess/state \(preprocess/state\) takes std_msgs"):
-        simulate(load_plan(seed.path), mjcf, load_map(path), mode="processes")
+        simulate(load_plan(seed.path), mjcf, load_map(path), deployment="processes")
 
 
 def test_a_fall_is_the_base_below_its_height_or_past_its_tilt_counted_once_per_fall(tmp_path):

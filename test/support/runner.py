@@ -46,14 +46,17 @@ _suppress_missing = contextlib.suppress(
 
 # A stand-in for a leapp node, for testing the supervision alone: `python -m fake_node NAME
 # MODE`, MODE one of ok (exits 0 on SIGINT/SIGTERM), stubborn (ignores SIGINT), crash (exits 3
-# after 0.3 s), config (exits 2 at once, as a node with a bad spec does), silent (never logs
-# the ready line). Otherwise it logs the ready line as the real node does.
+# after 0.3 s), config (exits 2 at once, as a node with a bad spec does), silent (publishes no
+# status), impostor (publishes a ready record naming it, but with another process's pid, then
+# one of its own for the node NAME_seen). Otherwise it publishes a ready status record as the
+# real node does (reliable, transient local, on _leapp/status; with its pid) and logs nothing
+# of it: the runner must know it is ready from the record alone.
 FAKE_NODE = """
-import signal, sys, time
+import json, os, signal, sys, time
 name, mode = sys.argv[1], sys.argv[2]
 def stop(signum, frame):
     print(f"{name}: stopping on {signal.Signals(signum).name}", flush=True)
-    sys.exit(0)
+    os._exit(0)
 signal.signal(signal.SIGTERM, stop)
 signal.signal(signal.SIGINT, signal.SIG_IGN if mode == "stubborn" else stop)
 print(f"{name}: some output", flush=True)
@@ -61,7 +64,25 @@ if mode == "config":
     print(f"{name}: bad spec", file=sys.stderr, flush=True)
     sys.exit(2)
 if mode != "silent":
-    print(f"[INFO] [0.0] [{name}]: leapp node '{name}' ready", file=sys.stderr, flush=True)
+    import rclpy
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from rclpy.signals import SignalHandlerOptions
+    from std_msgs.msg import String
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
+    node = rclpy.create_node("fake_" + name)
+    qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    status = node.create_publisher(String, "_leapp/status", qos)
+    def record(node_name, pid):
+        text = json.dumps({"node": node_name, "state": "ready", "pid": pid})
+        status.publish(String(data=text))
+    if mode == "impostor":  # both records reach the runner: wait until it is matched
+        while status.get_subscription_count() < 1:
+            time.sleep(0.01)
+        record(name, os.getpid() + 100000)
+        record(name + "_seen", os.getpid())
+    else:
+        record(name, os.getpid())
 if mode == "crash":  # crashes a moment after it reported ready (the pause is no assertion)
     time.sleep(0.3)
     print(f"{name}: boom", file=sys.stderr, flush=True)

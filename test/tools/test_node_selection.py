@@ -1,19 +1,22 @@
-"""Running some nodes of a graph on this host (``plan_processes(nodes=...)``, ``leapp-ros run
+"""Running some nodes of a graph on this host (``GraphOptions(nodes=...)``, ``leapp-ros run
 --nodes``, the launch argument ``nodes:=``): the choice, without DDS. test_multi_host.py runs a
 graph split this way over two network namespaces."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
-from support.runner import REPO, export_seed
+from support.runner import export_seed
 
 from leapp_ros.plan.pipeline import PlanError
 from leapp_ros.plan.selection import container_name, node_names
+from leapp_ros.run.deployment import Deployment, GraphOptions
 from leapp_ros.run.processes import load_plan, plan_processes
 
-LAUNCH_FILE = REPO / "launch" / "pipeline.launch.py"
+COMPOSED = Deployment.COMPOSED
+
+
+def processes_of(plan, deployment=Deployment.PROCESSES, *, nodes=None):
+    return plan_processes(plan, GraphOptions(deployment, nodes=nodes))
 
 
 @pytest.fixture(scope="module")
@@ -28,33 +31,33 @@ def test_node_names_read_comma_lists_and_repeated_options_in_order():
 
 
 def test_nodes_start_only_the_named_nodes_in_pipeline_order(plan):
-    processes = plan_processes(plan, nodes=["policy", "preprocess", "policy"])
+    processes = processes_of(plan, nodes=["policy", "preprocess", "policy"])
     assert [p.label for p in processes] == ["preprocess", "policy"]
-    (policy,) = plan_processes(plan, nodes=["policy"])
+    (policy,) = processes_of(plan, nodes=["policy"])
     assert policy.pipeline_nodes == ("policy",)
     assert ("pipeline_node", "policy") in policy.parameters
 
 
 def test_no_choice_starts_every_node(plan):
-    assert [p.label for p in plan_processes(plan)] == ["preprocess", "policy"]
+    assert [p.label for p in processes_of(plan)] == ["preprocess", "policy"]
 
 
 def test_composed_nodes_preload_only_the_named_nodes_in_one_container(plan):
-    (container,) = plan_processes(plan, composed=True, nodes=["policy"])
+    (container,) = processes_of(plan, COMPOSED, nodes=["policy"])
     assert container.pipeline_nodes == ("policy",)
     assert container.arguments[-2:] == ("--nodes", "policy")
 
 
 def test_containers_of_disjoint_shares_get_different_names(plan):
-    (a,) = plan_processes(plan, composed=True, nodes=["preprocess"])
-    (b,) = plan_processes(plan, composed=True, nodes=["policy"])
+    (a,) = processes_of(plan, COMPOSED, nodes=["preprocess"])
+    (b,) = processes_of(plan, COMPOSED, nodes=["policy"])
     assert (a.node_name, b.node_name) == ("leapp_container_preprocess", "leapp_container_policy")
     assert "__node:=leapp_container_policy" in b.argv("python")
 
 
 def test_a_container_of_the_whole_graph_keeps_the_name_leapp_container(plan):
     for nodes in (None, ["policy", "preprocess"]):
-        (container,) = plan_processes(plan, composed=True, nodes=nodes)
+        (container,) = processes_of(plan, COMPOSED, nodes=nodes)
         assert container.node_name == "leapp_container"
 
 
@@ -69,7 +72,7 @@ def test_container_name_depends_on_the_set_held_not_on_the_order_named():
 
 def test_an_unknown_node_is_refused_naming_the_pipelines_nodes(plan):
     with pytest.raises(PlanError) as raised:
-        plan_processes(plan, nodes=["preprocess", "filter"])
+        processes_of(plan, nodes=["preprocess", "filter"])
     assert str(raised.value) == (
         "pipeline 'torch_pipeline' has no node 'filter'; choose among its nodes: "
         "preprocess, policy"
@@ -78,7 +81,7 @@ def test_an_unknown_node_is_refused_naming_the_pipelines_nodes(plan):
 
 def test_an_empty_choice_is_refused_rather_than_running_every_node(plan):
     with pytest.raises(PlanError, match=r"names none.*preprocess, policy"):
-        plan_processes(plan, composed=True, nodes=[])
+        processes_of(plan, COMPOSED, nodes=[])
 
 
 def test_run_with_an_unknown_node_exits_2_naming_the_pipelines_nodes(plan, capsys):
@@ -91,25 +94,26 @@ def test_run_with_an_unknown_node_exits_2_naming_the_pipelines_nodes(plan, capsy
     )
 
 
-def launch_pipeline(monkeypatch, **arguments: str) -> list:
-    """What launch/pipeline.launch.py returns for ``arguments`` (the others at their
-    defaults); leapp_node processes as their ProcessPlan."""
+def launch_pipeline(monkeypatch, *, as_plans: bool = True, **arguments: str) -> list:
+    """What pipeline.launch.py's description (leapp_ros.run.launch_description) gives for
+    ``arguments`` (the others at their defaults): each process as its ProcessPlan, or with
+    ``as_plans=False`` as its launch_ros action."""
     pytest.importorskip("launch.actions", reason="ROS 2 launch is not installed (pip-only ROS)")
     pytest.importorskip("launch_ros.actions", reason="launch_ros is not installed")
     from launch.launch_context import LaunchContext
 
-    spec = importlib.util.spec_from_file_location("pipeline_launch", LAUNCH_FILE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setattr(module, "ros_node", lambda process: process)
+    from leapp_ros.run import launch_description
+
+    if as_plans:
+        monkeypatch.setattr(launch_description, "process_action", lambda process: process)
     context = LaunchContext()
-    for argument in module.generate_launch_description().get_launch_arguments():
+    for argument in launch_description.pipeline_launch_description().get_launch_arguments():
         defaults = argument.default_value or []
         context.launch_configurations[argument.name] = "".join(
             part.perform(context) for part in defaults
         )
     context.launch_configurations.update(arguments)
-    return module.launch_pipeline(context)
+    return launch_description.launch_graph(context)
 
 
 def test_launch_argument_nodes_launches_only_the_named_nodes(plan, monkeypatch):
@@ -118,11 +122,11 @@ def test_launch_argument_nodes_launches_only_the_named_nodes(plan, monkeypatch):
 
 
 @pytest.mark.launch
-def test_launch_argument_nodes_composed_loads_only_the_named_nodes_into_a_container_of_theirs(
+def test_launch_argument_nodes_composed_preloads_only_the_named_nodes_in_a_container_of_theirs(
     plan, monkeypatch
 ):
-    arguments = {"pipeline": str(plan.spec_path), "nodes": "policy", "composed": "true"}
-    (container,) = launch_pipeline(monkeypatch, **arguments)
-    components = container._ComposableNodeContainer__composable_node_descriptions
-    assert [component.node_name[0].text for component in components] == ["policy"]
+    arguments = {"pipeline": str(plan.spec_path), "nodes": "policy", "deployment": "composed"}
+    (container,) = launch_pipeline(monkeypatch, as_plans=False, **arguments)
     assert container._Node__node_name == "leapp_container_policy"  # launch_ros keeps it as is
+    texts = ["".join(getattr(part, "text", "") for part in item) for item in container.cmd]
+    assert texts[texts.index("--nodes") + 1] == "policy"

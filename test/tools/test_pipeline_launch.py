@@ -52,9 +52,10 @@ from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch_ros.event_handlers import OnStateTransition
 from launch_ros.events.lifecycle import ChangeState
 from lifecycle_msgs.msg import Transition
-from support.composition import composition_skip_reason
 from support.ros import Probe, eager_seed, export_seed
 from support.runner import SeedIO, claim_domain_id, ros_env
+
+from leapp_ros.run.deployment import Deployment
 
 pytestmark = [pytest.mark.ros, pytest.mark.launch, pytest.mark.slow]
 
@@ -76,26 +77,12 @@ def traced_seed() -> SimpleNamespace:
 
 _LOCKS: list = []  # the domain ids' lock files (a lock held by a local would end with it)
 
-MODES = {  # launch arguments of the three deployment shapes
-    "processes": {},
-    "composed": {"composed": "true"},
-    "fused": {"fused": "true"},
-}
 AUTOSTART = "autostart"  # the default: every node configures and activates itself
 ROS2_LIFECYCLE = "ros2 lifecycle"  # autostart:=false, then the ros2 CLI, in the test
 LAUNCH_EVENTS = "launch events"  # autostart:=false, then launch's lifecycle events
-# The composed runs load their nodes with composition_interfaces requests: where those cannot
-# be serialized here (support/composition.py), they are left out (pytest sees this module as
-# one item), and test/ros/test_component_container.py's round-trip test skips, saying why.
-COMPOSITION_WORKS = composition_skip_reason() is None
 RUNS = [
-    *(
-        (mode, start)
-        for start in (AUTOSTART, ROS2_LIFECYCLE)
-        for mode in MODES
-        if mode != "composed" or COMPOSITION_WORKS
-    ),
-    ("processes", LAUNCH_EVENTS),  # LifecycleNode actions: one process per node (and fused)
+    *((deployment, start) for start in (AUTOSTART, ROS2_LIFECYCLE) for deployment in Deployment),
+    (Deployment.PROCESSES, LAUNCH_EVENTS),  # LifecycleNode actions: per node (and fused)
 ]
 OUTPUTS = ("preprocess/obs", "policy/action")  # every output topic of the seed
 ROS2 = shutil.which("ros2")
@@ -103,13 +90,13 @@ CLI_TIMEOUT_S = 30.0
 
 
 @pytest.mark.launch_test
-@launch_testing.parametrize("mode, start", RUNS)
-def generate_test_description(mode, start):
+@launch_testing.parametrize("deployment, start", RUNS)
+def generate_test_description(deployment, start):
     seed = traced_seed()
     export = seed.path
     domain_id, lock = claim_domain_id()
     _LOCKS.append(lock)  # held until this test process ends: the launched processes use it
-    arguments = {"pipeline": str(export), **MODES[mode]}
+    arguments = {"pipeline": str(export), "deployment": deployment.value}
     if start != AUTOSTART:
         arguments["autostart"] = "false"
     pipeline = IncludeLaunchDescription(
@@ -191,7 +178,7 @@ def _ros2_lifecycle(domain_id: int, node: str, *transition: str) -> str:
 
 class TestSeedPipeline(unittest.TestCase):
     def test_the_nodes_come_up_as_started_then_answer_like_eager_pytorch(
-        self, domain_id, seed, mode, start
+        self, domain_id, seed, deployment, start
     ):
         """autostart: every node becomes active by itself; launch events: once launch's
         lifecycle events configured and activated it; ros2 lifecycle: nothing is published
@@ -200,7 +187,7 @@ class TestSeedPipeline(unittest.TestCase):
         probe = Probe(domain_id)
         try:
             if start == ROS2_LIFECYCLE:
-                statuses = bring_up_with_ros2_lifecycle(self, probe, domain_id, mode)
+                statuses = bring_up_with_ros2_lifecycle(self, probe, domain_id, deployment)
             else:
                 statuses = probe.wait_ready(NAMESPACE, NODES, timeout_s=60)
             probe.spin_until(
@@ -214,14 +201,15 @@ class TestSeedPipeline(unittest.TestCase):
 
 
 def bring_up_with_ros2_lifecycle(
-    case: unittest.TestCase, probe: Probe, domain_id: int, mode: str
+    case: unittest.TestCase, probe: Probe, domain_id: int, deployment: Deployment
 ) -> dict:
     """Nodes started with autostart:=false: unconfigured and silent (no output, no status)
     while inputs arrive; configured with the ros2 CLI: ready and inactive, still silent;
     then activated with the ros2 CLI. The nodes' status records."""
     from std_msgs.msg import Float32MultiArray
 
-    names = ["leapp_fused"] if mode == "fused" else NODES  # the ROS nodes: one, or two
+    fused = deployment is Deployment.FUSED
+    names = ["leapp_fused"] if fused else NODES  # the ROS nodes: one, or two
     nodes = [f"{NAMESPACE}/{name}" for name in names]
     published = {
         topic: probe.subscribe(f"{NAMESPACE}/{topic}", Float32MultiArray) for topic in OUTPUTS
@@ -293,7 +281,8 @@ class TestShutdown(unittest.TestCase):
 
     def test_no_parameters_file_is_left_in_the_temporary_folder(self, export):
         """launch_ros writes a node's dict parameters to a launch_params_* file it never
-        removes; the launch file gives them as -p rules (composed: in the load request)."""
+        removes; the launch file gives them as -p rules (composed: to the container, which
+        pre-loads the nodes)."""
         left = [path for path in Path(tempfile.gettempdir()).glob("launch_params_*")
                 if str(export) in _text(path)]  # fmt: skip
         self.assertEqual(left, [], "a parameters file of this run's nodes was left behind")

@@ -9,9 +9,9 @@ and random ticks over real topics, under each launch file) and of leapp_ros (a f
 LEAPP_ROS_COLCON_SUBSET), each with nothing skipped (``colcon test-result`` counts a skip as no
 failure: here a skip fails); ``ros2 launch`` of the generated launch file (also with
 ``autostart:=false``, brought up with ``ros2 lifecycle set ... configure`` and ``activate``) and
-of ``leapp_ros pipeline.launch.py ... composed:=true``, each answering a client over real topics
-with the actions eager PyTorch computes (examples/torch_pipeline.py's functions, traced in this
-process), and SIGINT to ``ros2 launch`` stopping every node cleanly.
+of ``leapp_ros pipeline.launch.py ... deployment:=composed``, each answering a client over real
+topics with the actions eager PyTorch computes (examples/torch_pipeline.py's functions, traced
+in this process), and SIGINT to ``ros2 launch`` stopping every node cleanly.
 
 Needs colcon, ros2cli and the launch stack (a ROS 2 install, or ``scripts/setup.sh`` with
 ``../shared/ros2-launch`` present); skipped with that reason elsewhere. Every process runs in a
@@ -43,7 +43,6 @@ pytest.importorskip(
 
 import torch
 from graph_client import descendants  # the processes a command started
-from support.composition import skip_unless_composition_works
 from support.ros import eager_seed
 from support.runner import REPO, Command, SeedIO, pid_alive, wait_until
 
@@ -179,7 +178,6 @@ def test_colcon_test_runs_the_generated_launch_test_and_it_passes(workspace):
     passed. launch_testing's pytest plugin reports one item for all runs and counts a test
     skipped inside it as passed, so its own unittest output (pytest -s) is read too: each run
     says ``Ran 2 tests`` and ``OK``, never ``OK (skipped=N)``."""
-    skip_unless_composition_works()  # the generated test launches the composed launch file too
     root, _, env = workspace
     assert count_tests(colcon_test(root, env, PACKAGE, "-s")) == 1  # one launch_testing item
     log = root / "log" / "latest_test" / PACKAGE / "stdout_stderr.log"  # pytest's output
@@ -287,7 +285,6 @@ def test_ros2_launch_of_the_generated_package_with_autostart_false_waits_for_ros
 def test_ros2_launch_pipeline_composed_answers_like_eager_and_stops_on_sigint(
     workspace, domain_id, tmp_path
 ):
-    skip_unless_composition_works()
     _, seed, env = workspace
     argv = [tool("ros2"), "launch", "leapp_ros", "pipeline.launch.py", f"pipeline:={seed.path}"]
-    launch_and_answer([*argv, "composed:=true"], env, seed, domain_id, tmp_path)
+    launch_and_answer([*argv, "deployment:=composed"], env, seed, domain_id, tmp_path)

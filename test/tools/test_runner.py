@@ -1,9 +1,11 @@
-"""The runner and ``leapp-ros run``: process plans, supervision (with stand-in nodes), and the
-real seed graph over real DDS (stopped by signals, a killed node, restarts, composed mode)."""
+"""The runner and ``leapp-ros run``: process plans, supervision (with stand-in nodes that
+publish status records), readiness from the status records at any log level, and the real seed
+graph over real DDS (stopped by signals, a killed node, restarts, composed)."""
 
 from __future__ import annotations
 
 import importlib.util
+import io
 import os
 import py_compile
 import signal
@@ -25,6 +27,7 @@ from support.runner import (
 
 import leapp
 from leapp_ros.plan.pipeline import PlanError, make_plan
+from leapp_ros.run.deployment import Deployment, GraphOptions
 from leapp_ros.run.processes import ProcessPlan, load_plan, plan_processes
 from leapp_ros.run.runner import RunningGraph
 from leapp_ros.run.supervised_process import RestartPolicy
@@ -35,16 +38,18 @@ NODES = ("preprocess", "policy")
 
 
 @pytest.fixture
-def fake_env(tmp_path) -> dict[str, str]:
-    (tmp_path / "fake_node.py").write_text(FAKE_NODE)
-    return {"PYTHONPATH": str(tmp_path)}
-
-
-@pytest.fixture
 def domain_id():
     """A ROS domain of this test's own (locked against concurrent test runs)."""
     with reserve_domain_id() as domain:
         yield domain
+
+
+@pytest.fixture
+def fake_env(tmp_path, domain_id) -> dict[str, str]:
+    """The stand-in nodes' environment: the fake on the path, the test's own ROS domain (the
+    runner watches their status records there)."""
+    (tmp_path / "fake_node.py").write_text(FAKE_NODE)
+    return ros_env(domain_id, base={"PYTHONPATH": str(tmp_path)})
 
 
 @pytest.fixture
@@ -56,12 +61,10 @@ def commands():
         command.kill()
 
 
-def fakes(*modes: str, log_level: str | None = None) -> list[ProcessPlan]:
+def fakes(*modes: str) -> list[ProcessPlan]:
     names = "abcdef"
     return [
-        ProcessPlan(
-            names[i], "fake", "fake_node", (names[i],), (names[i], mode), log_level=log_level
-        )
+        ProcessPlan(names[i], "fake", "fake_node", (names[i],), (names[i], mode))
         for i, mode in enumerate(modes)
     ]
 
@@ -74,8 +77,8 @@ def leapp_ros_run(export: Path | str, *options: str) -> list[str]:
 
 
 def test_processes_run_each_node_in_its_own_process_under_the_namespace(seed):
-    plan = load_plan(seed.path, namespace="robot/policy")
-    processes = plan_processes(plan, log_level="WARN")
+    plan = load_plan(seed.path)
+    processes = plan_processes(plan, GraphOptions(namespace="robot/policy", log_level="WARN"))
     assert [p.label for p in processes] == list(NODES)
     argv = processes[1].argv("python")
     spec = str(plan.spec_path.absolute())
@@ -90,24 +93,25 @@ def test_processes_run_each_node_in_its_own_process_under_the_namespace(seed):
 def test_processes_composed_is_one_container_that_hosts_every_node(seed, tmp_path):
     params = tmp_path / "params.yaml"
     params.write_text("/**:\n  ros__parameters: {}\n")
-    (container,) = plan_processes(load_plan(seed.path), composed=True, params_file=params)
+    options = GraphOptions(Deployment.COMPOSED, params_file=params)
+    (container,) = plan_processes(load_plan(seed.path), options)
     assert container.executable == "leapp_container"
     assert container.pipeline_nodes == NODES
     assert container.argv("python")[3:] == [
         str(make_plan(leapp.spec.load(seed.path)).spec_path.absolute()),
-        "--namespace", "/torch_pipeline",
-        "--ros-args", "-r", "__node:=leapp_container", "--params-file", str(params),
+        "--namespace", "/torch_pipeline", "--ros-args", "-r", "__node:=leapp_container",
+        "-r", "__ns:=/torch_pipeline", "--params-file", str(params),
     ]  # fmt: skip
 
 
-def test_processes_reject_an_unknown_log_level(seed):
+def test_options_reject_an_unknown_log_level():
     with pytest.raises(PlanError, match="unknown log level 'loud'"):
-        plan_processes(load_plan(seed.path), log_level="loud")
+        GraphOptions(log_level="loud")
 
 
-def test_processes_reject_a_missing_params_file(seed, tmp_path):
+def test_options_reject_a_missing_params_file(tmp_path):
     with pytest.raises(PlanError, match=r"nope\.yaml does not exist"):
-        plan_processes(load_plan(seed.path), params_file=tmp_path / "nope.yaml")
+        GraphOptions(params_file=tmp_path / "nope.yaml")
 
 
 def test_default_params_file_sets_every_node_parameter():
@@ -138,7 +142,7 @@ def test_launch_file_describes_the_pipeline_when_launch_is_installed():
     spec.loader.exec_module(module)
     description = module.generate_launch_description()
     names = [getattr(a, "name", None) for a in description.entities]
-    assert {"pipeline", "namespace", "composed", "log_level", "params_file"} <= set(names)
+    assert {"pipeline", "deployment", "namespace", "log_level", "params_file"} <= set(names)
 
 
 # --- supervision, with stand-in nodes -----------------------------------------------------
@@ -147,23 +151,46 @@ def test_launch_file_describes_the_pipeline_when_launch_is_installed():
 @pytest.mark.ros
 def test_stop_sends_sigint_to_every_process_and_exits_0(fake_env, capfd):
     graph = RunningGraph(fakes("ok", "ok"), env=fake_env).start()
-    assert graph.wait_ready(10), graph.failure
+    assert graph.wait_ready(30), graph.failure
     pids = list(graph.pids.values())
     assert graph.stop(10) == 0
     assert not any(pid_alive(pid) for pid in pids)
-    out, err = capfd.readouterr()
+    out, _ = capfd.readouterr()
     assert "[a] a: stopping on SIGINT" in out and "[b] b: some output" in out
-    assert "[b] [INFO] [0.0] [b]: leapp node 'b' ready" in err
 
 
 @pytest.mark.ros
 def test_stop_escalates_to_sigterm_when_a_process_ignores_sigint(fake_env, caplog):
     graph = RunningGraph(fakes("ok", "stubborn"), env=fake_env, stop_timeout_s=0.5).start()
-    assert graph.wait_ready(10), graph.failure
+    assert graph.wait_ready(30), graph.failure
     assert graph.stop(10) == 0
     assert "'b' still running; sending SIGTERM" in caplog.text
 
 
+@pytest.mark.ros
+def test_a_ready_record_counts_only_from_the_process_itself(fake_env):
+    # The impostor publishes a ready record naming "a" with another pid (a record left by an
+    # earlier start, or another process), then one naming "a_seen" with its own.
+    impostor = ProcessPlan("a", "fake", "fake_node", ("a", "a_seen"), ("a", "impostor"))
+    graph = RunningGraph([impostor], env=fake_env).start()
+    try:
+        assert wait_until(lambda: graph.ready_nodes()["a"] == ("a_seen",), 30), graph.failure
+        assert not graph.is_ready()
+    finally:
+        assert graph.stop(10) == 0
+
+
+@pytest.mark.ros
+def test_a_process_without_status_records_is_running_but_not_ready(fake_env):
+    graph = RunningGraph(fakes("ok", "silent"), env=fake_env).start()
+    try:
+        assert wait_until(lambda: graph.ready_nodes() == {"a": ("a",), "b": ()}, 30)
+        assert all(graph.pids.values()) and not graph.is_ready()
+    finally:
+        assert graph.stop(10) == 0
+
+
+@pytest.mark.ros
 def test_a_failed_process_is_reported_and_the_others_are_stopped(fake_env, capfd, caplog):
     graph = RunningGraph(fakes("ok", "crash"), env=fake_env).start()
     assert graph.wait(10) == 1
@@ -173,6 +200,7 @@ def test_a_failed_process_is_reported_and_the_others_are_stopped(fake_env, capfd
     assert "stopping the graph" in caplog.text
 
 
+@pytest.mark.ros
 def test_restart_gives_up_after_the_limit(fake_env, caplog):
     policy = RestartPolicy(max_restarts=2, backoff_s=0.05)
     graph = RunningGraph(fakes("ok", "crash"), env=fake_env, restart=True,
@@ -182,6 +210,7 @@ def test_restart_gives_up_after_the_limit(fake_env, caplog):
     assert "it was restarted 2 times within 60 s already; stopping the graph" in caplog.text
 
 
+@pytest.mark.ros
 def test_restart_skips_a_process_that_exits_with_code_2_and_the_graph_exits_2(fake_env, caplog):
     graph = RunningGraph(fakes("ok", "config"), env=fake_env, restart=True).start()
     assert graph.wait(10) == 2
@@ -189,12 +218,19 @@ def test_restart_skips_a_process_that_exits_with_code_2_and_the_graph_exits_2(fa
 
 
 @pytest.mark.ros
-def test_above_info_a_running_process_counts_as_ready(fake_env):
-    graph = RunningGraph(fakes("silent", log_level="warn"), env=fake_env).start()
+def test_the_graph_is_ready_from_the_status_records_at_log_level_error(seed, domain_id):
+    # At level error the nodes log nothing of being ready: the records alone say so.
+    lines = io.StringIO()
+    options = GraphOptions(log_level="error")
+    processes = plan_processes(load_plan(seed.path), options)
+    env = ros_env(domain_id, base={})
+    graph = RunningGraph(processes, env=env, stdout=lines, stderr=lines).start()
     try:
-        assert graph.wait_ready(10)
+        assert graph.wait_ready(60), f"{graph.failure}\n{lines.getvalue()}"
+        assert graph.ready_nodes() == {"preprocess": ("preprocess",), "policy": ("policy",)}
     finally:
-        assert graph.stop(10) == 0
+        assert graph.stop(30) == 0
+    assert "ready" not in lines.getvalue()
 
 
 @pytest.mark.ros
@@ -205,12 +241,12 @@ def test_processes_get_sigterm_when_the_runner_is_killed(fake_env, commands):
         from leapp_ros.run.runner import RunningGraph
         plan = ProcessPlan("a", "fake", "fake_node", ("a",), ("a", "ok"))
         graph = RunningGraph([plan]).start()
-        graph.wait_ready(10)
+        graph.wait_ready(30)
         print("child", graph.pids["a"], flush=True)
         time.sleep(60)  # (the child only has to stay alive until the test kills its runner)
     """)
     runner = commands([sys.executable, "-c", script], fake_env)
-    pid = int(runner.wait_for(r"child (\d+)", 20).group(1))
+    pid = int(runner.wait_for(r"child (\d+)", 60).group(1))
     runner.extra_pids.add(pid)
     os.kill(runner.process.pid, signal.SIGKILL)
     assert wait_until(lambda: not pid_alive(pid), 10), "the node outlived its runner"
@@ -315,7 +351,8 @@ def test_run_takes_the_documented_params_file_and_a_namespace(seed, domain_id, c
 
 @pytest.mark.ros
 def test_run_composed_starts_one_process_for_every_node(seed, domain_id, commands, probe):
-    run = start_graph(commands, domain_id, seed.path, "--composed", nodes=["torch_pipeline"])
+    options = ("--deployment", "composed")
+    run = start_graph(commands, domain_id, seed.path, *options, nodes=["torch_pipeline"])
     probe.wait_ready("/torch_pipeline", NODES, timeout_s=20)
     os.kill(run.process.pid, signal.SIGINT)
     assert run.wait(30) == 0, run.output

@@ -24,6 +24,7 @@ from leapp.spec import load
 from leapp_ros.plan.pipeline import make_plan
 from leapp_ros.testing import (
     DOMAIN_IDS,
+    Deployment,
     GraphAssertionError,
     GraphUnderTest,
     Probe,
@@ -39,7 +40,7 @@ from leapp_ros.testing.topics import driven_outputs
 pytestmark = pytest.mark.ros
 
 graph = graph_fixture(
-    lambda request: request.getfixturevalue("seed").path, modes=["processes", "composed", "fused"]
+    lambda request: request.getfixturevalue("seed").path, deployments=list(Deployment)
 )
 
 
@@ -275,7 +276,7 @@ def half_fed(tmp_path_factory):
         obs, command = annotate.input_tensors("policy", {"obs": obs, "command": torch.randn(3)})
         annotate.output_tensors("policy", {"action": obs + command})
     leapp.stop()
-    with GraphUnderTest(leapp.compile_graph().path, composed=True) as started:
+    with GraphUnderTest(leapp.compile_graph().path, Deployment.COMPOSED) as started:
         yield started
 
 
@@ -323,7 +324,7 @@ def test_a_node_that_cannot_start_fails_the_start_with_its_error(tmp_path):
     leapp.stop()
     export = leapp.compile_graph().path.parent
     (export / "acc_initial_values.safetensors").unlink()
-    graph = GraphUnderTest(export, composed=True)
+    graph = GraphUnderTest(export, Deployment.COMPOSED)
     with pytest.raises(GraphAssertionError) as caught:
         graph.start()
     message = str(caught.value)

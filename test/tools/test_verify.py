@@ -21,13 +21,13 @@ from support.weights import export_perturbed_seed, fix_checksums, swap_artifact
 
 from leapp import annotate
 from leapp import spec as spec_file
-from leapp_ros.testing import GraphUnderTest
+from leapp_ros.testing import Deployment, GraphUnderTest
 from leapp_ros.tools.reference import make_reference
 from leapp_ros.tools.verification import find_export
 
 pytestmark = pytest.mark.ros
 
-MODES = {"processes": [], "composed": ["--composed"]}
+DEPLOYMENTS = [Deployment.PROCESSES, Deployment.COMPOSED]
 RANDOM_TICKS = 20  # verify's default, after the recorded examples
 SEED_REFERENCE = (
     "the recorded examples (1 tick(s), eager PyTorch while tracing), then leapp.Pipeline on "
@@ -72,9 +72,9 @@ def three(tmp_path_factory) -> Path:
     return trace(tmp_path_factory.mktemp("three"), "three_nodes", 3, three_nodes)
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_verify_passes_on_the_seed_export(seed, mode, capsys):
-    code, out, _ = verify(capsys, seed.path, *MODES[mode])
+@pytest.mark.parametrize("deployment", DEPLOYMENTS)
+def test_verify_passes_on_the_seed_export(seed, deployment, capsys):
+    code, out, _ = verify(capsys, seed.path, "--deployment", deployment.value)
     assert code == 0, out
     assert "21 of 21 samples replayed on /torch_pipeline" in out
     assert {topic: row[0::2] for topic, row in rows(out).items()} == {
@@ -136,9 +136,9 @@ def test_verify_fails_naming_the_topic_when_the_graph_runs_a_perturbed_weight_ma
     ), out
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_verify_passes_on_three_nodes_with_fan_out_and_mixed_backends(three, mode, capsys):
-    code, out, _ = verify(capsys, three, *MODES[mode])
+@pytest.mark.parametrize("deployment", DEPLOYMENTS)
+def test_verify_passes_on_three_nodes_with_fan_out_and_mixed_backends(three, deployment, capsys):
+    code, out, _ = verify(capsys, three, "--deployment", deployment.value)
     assert code == 0, out
     assert "23 of 23 samples replayed on /three_nodes" in out
     assert {topic: row[0::2] for topic, row in rows(out).items()} == {

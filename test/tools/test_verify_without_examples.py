@@ -22,7 +22,6 @@ import pytest
 import torch
 from safetensors.torch import save_file
 from support.commands import rows, trace, verify
-from support.composition import skip_unless_composition_works
 from support.recurrent import feedback_loop
 from support.robot import export_robot
 from support.ros import eager_seed
@@ -120,9 +119,9 @@ def test_feedback_without_examples_carries_pipeline_feedback_tick_to_tick(tmp_pa
         feedback_loop([torch.randn(5) for _ in range(2)], torch.full((2,), 0.25))
 
     bare = without_examples(trace(tmp_path / "export", "loop", 1, run), tmp_path)
-    code, out, _ = verify(capsys, bare, "--composed", "--ticks", "15")
+    code, out, _ = verify(capsys, bare, "--deployment", "composed", "--ticks", "15")
     assert code == 0, out
-    assert "15 of 15 samples replayed on /loop (one process for every node)" in out
+    assert "15 of 15 samples replayed on /loop (composed)" in out
     assert set(rows(out)) == {"/loop/preprocess/obs", "/loop/act/action"}
 
 
@@ -268,7 +267,6 @@ def test_generated_launch_test_compares_random_inputs_with_leapp_pipeline(bare_s
         reason="the ROS 2 launch stack is not installed (launch_testing): use a ROS 2 install, "
         "or run scripts/setup.sh with ../shared/ros2-launch present",
     )
-    skip_unless_composition_works()  # the generated test launches the composed launch file too
     from leapp_ros.tools.generate import generate_package
 
     package = generate_package(bare_seed, tmp_path / "src").path
@@ -287,7 +285,7 @@ def test_generated_launch_test_compares_random_inputs_with_leapp_pipeline(bare_s
         )  # fmt: skip
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
-    launch_files = [f"torch_pipeline{mode}.launch.py" for mode in ("", "_composed", "_fused")]
+    launch_files = [f"torch_pipeline{suffix}.launch.py" for suffix in ("", "_composed", "_fused")]
     for launch_file in launch_files:
         ran = f"test_every_published_tensor_matches_its_reference[{launch_file}]) ... ok"
         assert ran in out, out

@@ -169,11 +169,11 @@ def test_tracing_the_lstm_actor_leaves_its_buffers_as_eager_calls_do(lstm_file, 
 @pytest.mark.ros
 def test_the_lstm_actor_over_the_live_ros_graph_equals_eager_at_every_tick(tmp_path, lstm_file):
     pytest.importorskip("rclpy")
-    from leapp_ros.testing import GraphUnderTest
+    from leapp_ros.testing import Deployment, GraphUnderTest
 
     compiled = export_policy(tmp_path, torch.jit.load(str(lstm_file)), "jit")
     eager = torch.jit.load(str(lstm_file))
-    with GraphUnderTest(compiled.path.parent, composed=True) as graph, torch.no_grad():
+    with GraphUnderTest(compiled.path.parent, Deployment.COMPOSED) as graph, torch.no_grad():
         for tick in range(TICKS):
             obs = torch.randn(1, OBS)
             expected = eager(obs)

@@ -101,11 +101,11 @@ def test_the_same_scripted_policy_exports_to_onnx_and_matches_eager(tmp_path):
 @pytest.mark.ros
 def test_the_size_reading_policy_over_the_live_graph_equals_eager(tmp_path, policy_file):
     pytest.importorskip("rclpy")
-    from leapp_ros.testing import GraphUnderTest
+    from leapp_ros.testing import Deployment, GraphUnderTest
 
     compiled = _export(tmp_path, torch.jit.load(str(policy_file)), "onnx")
     eager = torch.jit.load(str(policy_file))
-    with GraphUnderTest(compiled.path.parent, composed=True) as graph, torch.no_grad():
+    with GraphUnderTest(compiled.path.parent, Deployment.COMPOSED) as graph, torch.no_grad():
         for tick in range(10):
             obs = torch.randn(1, OBS)
             got = graph.step({"policy/obs": obs})["policy/action"]

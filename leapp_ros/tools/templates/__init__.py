@@ -8,6 +8,7 @@ same bytes (no timestamps, no absolute paths, iteration in pipeline order or sor
 
 from __future__ import annotations
 
+from leapp_ros.run.deployment import Deployment
 from leapp_ros.tools.templates.build_files import (
     init_py,
     main_py,
@@ -16,7 +17,7 @@ from leapp_ros.tools.templates.build_files import (
     setup_cfg,
     setup_py,
 )
-from leapp_ros.tools.templates.launch_files import composed_launch_py, fused_launch_py, launch_py
+from leapp_ros.tools.templates.launch_files import launch_py
 from leapp_ros.tools.templates.package_info import PackageInfo
 from leapp_ros.tools.templates.parameters import parameters_yaml
 from leapp_ros.tools.templates.readme import readme_md
@@ -35,9 +36,7 @@ def render_package(info: PackageInfo) -> dict[str, str]:
         f"{info.name}/__init__.py": init_py(info),
         f"{info.name}/__main__.py": main_py(info),
         f"config/{info.params_file}": parameters_yaml(info),
-        f"launch/{info.launch_file}": launch_py(info),
-        f"launch/{info.composed_launch_file}": composed_launch_py(info),
-        f"launch/{info.fused_launch_file}": fused_launch_py(info),
+        **{f"launch/{info.launch_file_of(d)}": launch_py(info, d) for d in Deployment},
         f"test/{info.test_file}": topic_test_py(info),
         "README.md": readme_md(info),
     }

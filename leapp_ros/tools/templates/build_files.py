@@ -227,13 +227,13 @@ _MAIN_PY = '''\
 """Run this package's graph where ROS 2 comes from pip (no ``ros2 launch``)::
 
     python -m @NAME@                       # one process per node
-    python -m @NAME@ --composed            # every node in one process
-    python -m @NAME@ --fused               # the whole pipeline in one node
+    python -m @NAME@ --deployment composed # every node in one process
+    python -m @NAME@ --deployment fused    # the whole pipeline in one node
     python -m @NAME@ --params-file my.yaml --log-level warn
 
 The same as ``leapp-ros run <share>/export/<spec> --namespace <namespace> --params-file
-<share>/config/<params>``; further options are passed on to ``leapp-ros run`` and win over
-these (``leapp-ros run --help`` lists them).
+<share>/config/<params>``, which starts the processes the launch files start; further options
+are passed on to ``leapp-ros run`` and win over these (``leapp-ros run --help`` lists them).
 """
 
 import sys

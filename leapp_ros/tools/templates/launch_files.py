@@ -1,252 +1,101 @@
-"""The launch files of a generated package: one ``leapp_node`` process per pipeline node,
-every node as a component (``leapp_ros::PipelineNode``) in one ``leapp_container`` component
-container, in launch_ros's standard ``ComposableNodeContainer`` form, or one ``leapp_fused``
-node running the whole pipeline per tick. All take the spec from the package's installed
-``share/<package>/export`` folder and the node parameters from ``config/<pipeline>.yaml``, and
-the launch argument ``autostart`` (``false``: the nodes wait for ``ros2 lifecycle``); the
-processes are launch_ros ``LifecycleNode`` actions, which launch's lifecycle events reach."""
+"""The launch files of a generated package, one per deployment: ``<pipeline>.launch.py`` (one
+``leapp_node`` process per node), ``<pipeline>_composed.launch.py`` (every node in one
+``leapp_container``) and ``<pipeline>_fused.launch.py`` (one ``leapp_fused`` node).
+
+Each is a few lines that return leapp_ros's own launch description
+(:func:`leapp_ros.run.launch_description.pipeline_launch_description`, what ``pipeline.launch.py``
+returns) with the package's defaults: the export installed in ``share/<package>/export``, the
+parameters file ``share/<package>/config/<pipeline>.yaml``, the namespace, the deployment. So
+they start exactly the processes ``leapp-ros run`` and ``pipeline.launch.py`` start, and take the
+same launch arguments (``autostart``, ``log_level``, ``params_file``, ``deployment``, ...)."""
 
 from __future__ import annotations
 
+from leapp_ros.run.deployment import Deployment
 from leapp_ros.tools.templates.package_info import PackageInfo, fill, python_literal
 
-__all__ = ["composed_launch_py", "fused_launch_py", "launch_py"]
+__all__ = ["launch_py"]
+
+_SUMMARIES = {
+    Deployment.PROCESSES: "one leapp_node process per pipeline node",
+    Deployment.COMPOSED: "every node a component of one leapp_container process",
+    Deployment.FUSED: "one leapp_fused node running every pipeline node per tick",
+}
 
 
-def launch_py(info: PackageInfo) -> str:
-    """``launch/<pipeline>.launch.py``: one process per node, written out node by node."""
-    nodes = "".join(
-        f"            leapp_node({python_literal(node.name)}, spec_path),  # "
-        f"{_artifact(node.model.parameters.model_path, node.model.parameters.backend)}\n"
-        for node in info.plan.nodes
-    )
+def launch_py(info: PackageInfo, deployment: Deployment) -> str:
+    """The launch file of ``deployment`` (``info.launch_file_of(deployment)``)."""
+    nodes = ""
+    for node in info.plan.nodes:
+        parameters = node.model.parameters
+        nodes += f"    {node.name}: {_artifact(parameters.model_path, parameters.backend)}\n"
     return fill(
-        _HEADER + _PER_NODE,
-        **_common(info),
-        SUMMARY="Launch the nodes of a leapp pipeline, one leapp_node process each.",
-        LAUNCH_FILE=info.launch_file,
-        LAUNCH_ROS="from launch_ros.actions import LifecycleNode\n"
-        "from launch_ros.descriptions import Parameter\n",
+        _LAUNCH_PY,
+        SUMMARY=_SUMMARIES[deployment],
+        PIPELINE=info.plan.name,
+        PACKAGE=info.name,
+        LAUNCH_FILE=info.launch_file_of(deployment),
         NODES=nodes,
+        PACKAGE_LITERAL=python_literal(info.name),
+        NAMESPACE_LITERAL=python_literal(info.plan.namespace),
+        SPEC_LITERAL=python_literal(info.spec_file),
+        PARAMS_LITERAL=python_literal(info.params_file),
+        DEPLOYMENT_LITERAL=python_literal(deployment.value),
     )
-
-
-def composed_launch_py(info: PackageInfo) -> str:
-    """``launch/<pipeline>_composed.launch.py``: every node a component of one
-    ``leapp_container``, on one executor, written out node by node."""
-    nodes = "".join(
-        f"            component({python_literal(node.name)}, spec_path),\n"
-        for node in info.plan.nodes
-    )
-    return fill(
-        _HEADER + _COMPOSED,
-        **_common(info),
-        SUMMARY="Launch every node of a leapp pipeline as a component of one leapp_container.",
-        LAUNCH_FILE=info.composed_launch_file,
-        LAUNCH_ROS="from launch_ros.actions import ComposableNodeContainer\n"
-        "from launch_ros.descriptions import ComposableNode\n",
-        NODES=nodes,
-    )
-
-
-def fused_launch_py(info: PackageInfo) -> str:
-    """``launch/<pipeline>_fused.launch.py``: one ``leapp_fused`` node running the whole
-    pipeline per tick, publishing on the same topics."""
-    return fill(
-        _HEADER + _FUSED,
-        **_common(info),
-        SUMMARY="Launch a leapp pipeline as one leapp_fused node running every node per tick.",
-        LAUNCH_FILE=info.fused_launch_file,
-        LAUNCH_ROS="from launch_ros.actions import LifecycleNode\n"
-        "from launch_ros.descriptions import Parameter\n",
-        NODES="",
-    )
-
-
-def _common(info: PackageInfo) -> dict[str, str]:
-    return {
-        "PACKAGE": info.name,
-        "PIPELINE": info.plan.name,
-        "NAMESPACE": info.plan.namespace,
-        "PARAMS": info.params_file,
-        "PACKAGE_LITERAL": python_literal(info.name),
-        "NAMESPACE_LITERAL": python_literal(info.plan.namespace),
-        "SPEC_LITERAL": python_literal(info.spec_file),
-        "PARAMS_LITERAL": python_literal(info.params_file),
-    }
 
 
 def _artifact(model_path: str | None, backend: str | None) -> str:
     return f"{model_path} ({backend})" if model_path else "no artifact"
 
 
-_HEADER = '''\
-"""@SUMMARY@
+_LAUNCH_PY = '''\
+"""Launch the leapp pipeline @PIPELINE@: @SUMMARY@.
 
-Pipeline @PIPELINE@, package @PACKAGE@::
+Package @PACKAGE@; the pipeline's nodes and their models:
+
+@NODES@
+Usage::
 
     ros2 launch @PACKAGE@ @LAUNCH_FILE@
     ros2 launch @PACKAGE@ @LAUNCH_FILE@ \\\\
         params_file:=/path/to/my_params.yaml log_level:=warn
     ros2 launch @PACKAGE@ @LAUNCH_FILE@ autostart:=false
+    ros2 launch @PACKAGE@ @LAUNCH_FILE@ --show-args
 
-Arguments:
-    namespace    ROS namespace of the nodes (default: NAMESPACE below). The sections
-                 of the parameters file are named after each node's full name
-                 (<namespace>/<node>): under another namespace, rename them in your copy.
-    params_file  ROS 2 parameters YAML given to every node (default: this package's
-                 config/<PARAMS_FILE>: firing, rate_hz, max_input_age, cpu_latency_us,
-                 cpu_affinity, QoS overrides)
-    log_level    debug | info | warn | error | fatal (default info)
-    autostart    false: every node starts unconfigured and publishes nothing until
-                 `ros2 lifecycle set <namespace>/<node> configure`, then `activate` (or
-                 launch's lifecycle ChangeState events); true (default): the nodes
-                 configure and activate themselves. An autostart entry in the parameters
-                 file wins over this argument.
+The launch arguments are those of leapp_ros's pipeline.launch.py, with this package's
+defaults: pipeline is the export installed in share/<package>/export, params_file this
+package's config/<PARAMS_FILE> (firing, rate_hz, max_input_age, cpu_latency_us, cpu_affinity,
+QoS overrides), namespace NAMESPACE and deployment DEPLOYMENT below. autostart:=false starts
+every node unconfigured, publishing nothing until `ros2 lifecycle set <namespace>/<node>
+configure`, then `activate` (or launch's lifecycle ChangeState events); it wins over the
+parameters file. The sections of the parameters file are named after each node's full name
+(<namespace>/<node>): under another namespace, rename them in your copy.
 
-The nodes are leapp_ros's executables; spec_path is set here to the export installed in
-share/<package>/export. Generated by `leapp-ros generate`: once you edit this file,
-regenerating refuses to overwrite it unless given --force.
+leapp_ros builds the processes (leapp_ros.run.launch_description): the same ones, with the
+same parameters, that `leapp-ros run` and `python -m <package>` start. Generated by
+`leapp-ros generate`: once you edit this file, regenerating refuses to overwrite it unless
+given --force.
 """
 
 import os
 
 from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
-from launch.substitutions import LaunchConfiguration
-@LAUNCH_ROS@
+from leapp_ros.run.launch_description import pipeline_launch_description
+
 PACKAGE = @PACKAGE_LITERAL@
 NAMESPACE = @NAMESPACE_LITERAL@
 SPEC_FILE = @SPEC_LITERAL@  # in share/<package>/export
 PARAMS_FILE = @PARAMS_LITERAL@  # in share/<package>/config
-LOG_LEVELS = ["debug", "info", "warn", "error", "fatal"]
+DEPLOYMENT = @DEPLOYMENT_LITERAL@  # processes | composed | fused
 
 
-def declare_arguments(share: str) -> list:
-    """The launch arguments: namespace, params_file, log_level, autostart."""
-    return [
-        DeclareLaunchArgument(
-            "namespace", default_value=NAMESPACE, description="ROS namespace of the nodes"
-        ),
-        DeclareLaunchArgument(
-            "params_file",
-            default_value=os.path.join(share, "config", PARAMS_FILE),
-            description="ROS 2 parameters YAML for every node",
-        ),
-        DeclareLaunchArgument(
-            "log_level",
-            default_value="info",
-            choices=LOG_LEVELS,
-            description="log level of the nodes",
-        ),
-        DeclareLaunchArgument(
-            "autostart",
-            default_value="true",
-            choices=["true", "false"],
-            description="false: every node waits, unconfigured, for ros2 lifecycle "
-            "configure and activate",
-        ),
-    ]
-'''
-
-_PER_NODE = '''
-
-def generate_launch_description() -> LaunchDescription:
-    """The launch arguments and one process per pipeline node."""
+def generate_launch_description():
+    """leapp_ros's launch description of this package's graph, with its defaults."""
     share = get_package_share_directory(PACKAGE)
-    spec_path = os.path.join(share, "export", SPEC_FILE)
-    return LaunchDescription(
-        [
-            *declare_arguments(share),
-@NODES@        ]
+    return pipeline_launch_description(
+        pipeline=os.path.join(share, "export", SPEC_FILE),
+        params_file=os.path.join(share, "config", PARAMS_FILE),
+        namespace=NAMESPACE,
+        deployment=DEPLOYMENT,
     )
-
-
-def leapp_node(name: str, spec_path: str) -> LifecycleNode:
-    """Pipeline node ``name`` in a process of its own (leapp_ros's leapp_node), a lifecycle
-    node that launch's lifecycle events can target."""
-    return LifecycleNode(
-        package="leapp_ros",
-        executable="leapp_node",
-        name=name,
-        namespace=LaunchConfiguration("namespace"),
-        # one -p rule each (a dict would become a YAML file in the temporary folder that
-        # launch_ros never removes), before the params file
-        parameters=[
-            Parameter("spec_path", spec_path),
-            Parameter("pipeline_node", name),
-            Parameter("autostart", LaunchConfiguration("autostart")),
-            LaunchConfiguration("params_file"),
-        ],
-        arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level")],
-        output="screen",
-    )
-'''
-
-_COMPOSED = '''
-
-CONTAINER = "leapp_container"  # the container node: <namespace>/leapp_container
-
-
-def generate_launch_description() -> LaunchDescription:
-    """The launch arguments and one component container loaded with every pipeline node."""
-    share = get_package_share_directory(PACKAGE)
-    spec_path = os.path.join(share, "export", SPEC_FILE)
-    container = ComposableNodeContainer(
-        package="leapp_ros",
-        executable="leapp_container",
-        name=CONTAINER,
-        namespace=LaunchConfiguration("namespace"),
-        composable_node_descriptions=[
-@NODES@        ],
-        arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level")],
-        output="screen",
-    )
-    return LaunchDescription([*declare_arguments(share), container])
-
-
-def component(name: str, spec_path: str) -> ComposableNode:
-    """Pipeline node ``name`` as a component (a lifecycle node: ros2 lifecycle reaches it);
-    launch_ros gives it autostart, the params file's "/**" section and the one named after
-    its full name, then spec_path and pipeline_node."""
-    return ComposableNode(
-        package="leapp_ros",
-        plugin="leapp_ros::PipelineNode",
-        name=name,
-        namespace=LaunchConfiguration("namespace"),
-        parameters=[
-            {"autostart": LaunchConfiguration("autostart")},
-            LaunchConfiguration("params_file"),
-            {"spec_path": spec_path, "pipeline_node": name},
-        ],
-        # values between the pipeline's nodes skip the middleware (leapp_ros.node.intra_process)
-        extra_arguments=[{"use_intra_process_comms": True}],
-    )
-'''
-
-_FUSED = '''
-
-FUSED = "leapp_fused"  # the node: <namespace>/leapp_fused
-
-
-def generate_launch_description() -> LaunchDescription:
-    """The launch arguments and one node running every pipeline node per tick (a lifecycle
-    node); it gets the params file's "/**" section and the one named after its full name."""
-    share = get_package_share_directory(PACKAGE)
-    spec_path = os.path.join(share, "export", SPEC_FILE)
-    fused = LifecycleNode(
-        package="leapp_ros",
-        executable="leapp_fused",
-        name=FUSED,
-        namespace=LaunchConfiguration("namespace"),
-        parameters=[  # -p rules, not a dict: no YAML file left in the temporary folder
-            Parameter("spec_path", spec_path),
-            Parameter("autostart", LaunchConfiguration("autostart")),
-            LaunchConfiguration("params_file"),
-        ],
-        arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level")],
-        output="screen",
-    )
-    return LaunchDescription([*declare_arguments(share), fused])
 '''

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from leapp_ros.plan.pipeline import PipelinePlan
+from leapp_ros.run.deployment import Deployment
 
 __all__ = ["PackageInfo", "fill", "python_literal"]
 
@@ -35,20 +36,20 @@ class PackageInfo:
 
     @property
     def launch_file(self) -> str:
-        return f"{self.stem}.launch.py"
+        """The launch file of the default deployment, one process per node."""
+        return self.launch_file_of(Deployment.PROCESSES)
+
+    def launch_file_of(self, deployment: Deployment) -> str:
+        """``<stem>.launch.py`` (one process per node), ``<stem>_composed.launch.py``,
+        ``<stem>_fused.launch.py``."""
+        if deployment is Deployment.PROCESSES:
+            return f"{self.stem}.launch.py"
+        return f"{self.stem}_{deployment.value}.launch.py"
 
     @property
-    def composed_launch_file(self) -> str:
-        return f"{self.stem}_composed.launch.py"
-
-    @property
-    def fused_launch_file(self) -> str:
-        return f"{self.stem}_fused.launch.py"
-
-    @property
-    def launch_files(self) -> tuple[str, str, str]:
-        """Every launch file: one process per node, composed, fused."""
-        return (self.launch_file, self.composed_launch_file, self.fused_launch_file)
+    def launch_files(self) -> tuple[str, ...]:
+        """Every launch file, in the order of :class:`Deployment`."""
+        return tuple(self.launch_file_of(deployment) for deployment in Deployment)
 
     @property
     def params_file(self) -> str:

@@ -3,6 +3,7 @@ launch and test it on a ROS 2 install, or to install and run it where ROS 2 come
 
 from __future__ import annotations
 
+from leapp_ros.run.deployment import Deployment
 from leapp_ros.tools.inspection import format_shape, format_table, topic_list
 from leapp_ros.tools.templates.package_info import PackageInfo, fill
 
@@ -26,6 +27,8 @@ def readme_md(info: PackageInfo) -> str:
     )
     topics = [f"    {line}" for line in topic_list(plan)]
     name = info.name
+    composed = info.launch_file_of(Deployment.COMPOSED)
+    fused = info.launch_file_of(Deployment.FUSED)
     layout = [
         ("package.xml, setup.py, setup.cfg", "ament_python build files"),
         (f"resource/{name}", "ament index marker"),
@@ -33,8 +36,8 @@ def readme_md(info: PackageInfo) -> str:
         ("export/", f"the export: {info.spec_file}, the models, examples"),
         (f"config/{info.params_file}", "node parameters: firing, rates, QoS (edit this)"),
         (f"launch/{info.launch_file}", "one process per node (leapp_node)"),
-        (f"launch/{info.composed_launch_file}", "all nodes as components of a leapp_container"),
-        (f"launch/{info.fused_launch_file}", "one leapp_fused node running every node per tick"),
+        (f"launch/{composed}", "all nodes in one leapp_container process"),
+        (f"launch/{fused}", "one leapp_fused node running every node per tick"),
         (f"test/{info.test_file}", "launch_testing test: traced examples, random ticks"),
         (".leapp_generated.json", "hashes of the generated files (see Regenerating)"),
     ]
@@ -47,8 +50,8 @@ def readme_md(info: PackageInfo) -> str:
     pip = [
         (f"pip install --no-deps --no-build-isolation ./{name}", ""),
         (f"python -m {name}", "one process per node, until Ctrl-C"),
-        (f"python -m {name} --composed", "every node in one process"),
-        (f"python -m {name} --fused", "the whole pipeline in one node, tick by tick"),
+        (f"python -m {name} --deployment composed", "every node in one process"),
+        (f"python -m {name} --deployment fused", "the whole pipeline in one node, per tick"),
         (f"python -m {name} --params-file my_params.yaml --log-level warn", ""),
     ]
     return fill(
@@ -57,8 +60,8 @@ def readme_md(info: PackageInfo) -> str:
         PIPELINE=plan.name,
         NAMESPACE=plan.namespace,
         LAUNCH=info.launch_file,
-        COMPOSED=info.composed_launch_file,
-        FUSED=info.fused_launch_file,
+        COMPOSED=composed,
+        FUSED=fused,
         PARAMS=info.params_file,
         TEST=info.test_file,
         NODES="\n".join(nodes),
@@ -113,7 +116,8 @@ The workspace needs leapp_ros too (in its `src/`, or built and sourced in an und
 
 @COLCON@
 
-Launch it, then look at it:
+Launch it, then look at it (the launch files differ in their default `deployment:=`; all three
+take the arguments of leapp_ros's `pipeline.launch.py`, `--show-args` lists them):
 
     ros2 launch @PACKAGE@ @LAUNCH@
     ros2 launch @PACKAGE@ @COMPOSED@
@@ -155,7 +159,7 @@ In the Python environment that has leapp_ros and the ROS 2 wheels:
 @PIP@
 
 `python -m @PACKAGE@` is `leapp-ros run` on the installed export, with the parameters
-in `config/@PARAMS@`.
+in `config/@PARAMS@`: it starts the same processes as the launch files.
 Keep DDS on this machine with `export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`.
 
 ## Regenerating
