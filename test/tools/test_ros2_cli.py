@@ -74,6 +74,8 @@ NODE_DISCOVERY = ("--no-daemon", "--spin-time", "3")
 TOPIC_DISCOVERY = ("--no-daemon", "--spin-time", "2")
 BIN = Path(sys.executable).parent
 ROS2 = str(BIN / "ros2") if (BIN / "ros2").is_file() else shutil.which("ros2")
+# a generous bound on a CLI call's discovery: every wait ends on its event, not on this
+CLI_TIMEOUT_S = 60.0
 
 PARAMS = f"""\
 {NAMESPACE}/policy:
@@ -200,7 +202,7 @@ class Graph:
         _, expected = eager(self.seed, state, velocity)
         inputs = [torch.tensor(values, dtype=torch.float32) for values in (state, velocity)]
         try:
-            return self.io.step(*inputs, expected, timeout_s=20.0)
+            return self.io.step(*inputs, expected, timeout_s=CLI_TIMEOUT_S)
         except AssertionError as error:
             raise AssertionError(f"{error}\ngraph output:\n{self.runner.output}") from None
 
@@ -249,7 +251,7 @@ def test_ros2_node_list_shows_every_pipeline_node_under_the_namespace(graph):
         graph.domain_id,
         ["node", "list", *NODE_DISCOVERY],
         lambda run: expected <= set(lines(run)),
-        timeout_s=20,
+        timeout_s=CLI_TIMEOUT_S,
     )
     assert run.code == 0, run
 
@@ -263,7 +265,7 @@ def test_ros2_topic_list_t_is_what_leapp_ros_inspect_lists(graph):
         graph.domain_id,
         ["topic", "list", "-t", *TOPIC_DISCOVERY],
         lambda run: set(listed + operations) <= set(lines(run)),
-        timeout_s=20,
+        timeout_s=CLI_TIMEOUT_S,
     )
     assert sorted(lines(run)) == sorted(listed + operations + EVERY_GRAPH), run
 
@@ -276,7 +278,7 @@ def test_ros2_topic_list_include_hidden_topics_adds_the_status_topic_inspect_ann
         graph.domain_id,
         ["topic", "list", "-t", "--include-hidden-topics", *TOPIC_DISCOVERY],
         lambda run: set(lines(run)) >= expected,
-        timeout_s=20,
+        timeout_s=CLI_TIMEOUT_S,
     )
     assert set(lines(run)) >= expected, run
 
@@ -362,7 +364,7 @@ def test_ros2_param_list_shows_every_leapp_node_parameter(graph):
         graph.domain_id,
         ["param", "list", *NODE_DISCOVERY, f"{NAMESPACE}/policy"],
         lambda run: expected <= set(lines(run)),
-        timeout_s=20,
+        timeout_s=CLI_TIMEOUT_S,
     )
     assert run.code == 0, run
     overrides = f"qos_overrides.{ACTION}.publisher.reliability"
