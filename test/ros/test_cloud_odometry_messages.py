@@ -10,11 +10,10 @@ The live graph is tested in test_sensor_topics.py.
 
 from __future__ import annotations
 
-import array
-
 import numpy as np
 import pytest
 from rclpy.serialization import serialize_message
+from support.sensors import cloud
 
 from leapp_ros.messages import cdr
 from leapp_ros.messages.multiarray import MessageError
@@ -22,45 +21,6 @@ from leapp_ros.messages.robot_codecs import InputDecoder
 from leapp_ros.plan.bindings import ODOMETRY, POINT_CLOUD2, BindingError, PortOverride, bind_port
 
 HEIGHT = "state/terrain/height"
-
-
-def cloud(heights: np.ndarray, *, organized: bool, big: bool = False, row_pad: int = 0):
-    """A PointCloud2 whose points hold ``heights`` as z, with fields (intensity, z, pad, y,
-    x) in that order (a 24-byte point), rows padded by ``row_pad`` bytes."""
-    from sensor_msgs.msg import PointCloud2, PointField
-
-    rows, columns = heights.shape if organized else (1, heights.size)
-    order = ">" if big else "<"
-    point = np.dtype(
-        {
-            "names": ["intensity", "z", "y", "x"],
-            "formats": [order + "f4", order + "f4", order + "f8", order + "f4"],
-            "offsets": [0, 4, 12, 20],
-            "itemsize": 24,
-        }
-    )
-    points = np.zeros((rows, columns), point)
-    points["z"] = heights.reshape(rows, columns)
-    points["x"], points["y"] = np.meshgrid(np.arange(columns) * 0.1, np.arange(rows) * 0.1)
-    points["intensity"] = 7.0
-    data = np.full((rows, columns * 24 + row_pad), 0xCD, np.uint8)
-    data[:, : columns * 24] = points.view(np.uint8).reshape(rows, -1)
-    fields = [
-        PointField(name="intensity", offset=0, datatype=PointField.FLOAT32, count=1),
-        PointField(name="z", offset=4, datatype=PointField.FLOAT32, count=1),
-        PointField(name="y", offset=12, datatype=PointField.FLOAT64, count=1),
-        PointField(name="x", offset=20, datatype=PointField.FLOAT32, count=1),
-    ]
-    return PointCloud2(
-        height=rows,
-        width=columns,
-        fields=fields,
-        is_bigendian=big,
-        point_step=24,
-        row_step=columns * 24 + row_pad,
-        data=array.array("B", data.tobytes()),
-        is_dense=bool(np.isfinite(heights).all()),
-    )
 
 
 def decoder(message_type, ports):

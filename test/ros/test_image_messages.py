@@ -12,11 +12,10 @@ The live graph is tested in test_sensor_topics.py.
 
 from __future__ import annotations
 
-import array
-
 import numpy as np
 import pytest
 from rclpy.serialization import serialize_message
+from support.sensors import colour_frame, image
 
 from leapp.semantics import InputKindEnum
 from leapp_ros.messages import cdr
@@ -26,34 +25,7 @@ from leapp_ros.plan import sensor_layout
 from leapp_ros.plan.bindings import IMAGE, BindingError, PortOverride, bind_port
 
 H, W = 5, 7
-RGBA = "rgba"  # the logical channel order of the test's colour frames
-
-
-def image(pixels: np.ndarray, encoding: str, *, pad: int = 0, big: bool = False):
-    """An rclpy Image of ``pixels`` ([H, W] or [H, W, C] in the encoding's channel order and
-    pixel type), rows padded with ``pad`` bytes of 0xAB, big-endian pixels if ``big``."""
-    from sensor_msgs.msg import Image
-
-    pixels = pixels.astype(pixels.dtype.newbyteorder(">" if big else "<"))
-    height, width = pixels.shape[:2]
-    rows = pixels.reshape(height, -1).view(np.uint8)
-    padded = np.full((height, rows.shape[1] + pad), 0xAB, np.uint8)
-    padded[:, : rows.shape[1]] = rows
-    return Image(
-        height=height,
-        width=width,
-        encoding=encoding,
-        is_bigendian=int(big),
-        step=padded.shape[1],
-        data=array.array("B", padded.tobytes()),
-    )
-
-
-def colour_frame(rgba: np.ndarray, encoding: str) -> np.ndarray:
-    """The pixels of ``rgba`` as ``encoding`` lays them out."""
-    if encoding == "mono8":
-        return rgba[..., 0]
-    return rgba[..., [RGBA.index(c) for c in encoding.removesuffix("8")]]
+RGBA = "rgba"  # the logical channel order of the test's colour frames (colour_frame's)
 
 
 def decoder(kind, shape, dtype, names=None, override=None, copy=True):
