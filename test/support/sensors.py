@@ -32,6 +32,8 @@ __all__ = [
     "camera",
     "cloud",
     "colour_frame",
+    "depth_policy",
+    "export_depth_policy",
     "export_sensing",
     "image",
     "odometry",
@@ -141,6 +143,47 @@ def export_sensing(save_path: Path) -> SimpleNamespace:
     params = save_path / "sensing_params.yaml"
     params.write_text(yaml.safe_dump({"/**": {"ros__parameters": PARAMS}}), encoding="utf-8")
     return SimpleNamespace(path=compiled.path.parent, params=params)
+
+
+DEPTH_FRAME = (48, 64)  # the depth policy's camera
+
+
+def depth_policy(depth, lin_vel, heights, weights):
+    """A depth encoder (ONNX: 8x8 average pooling) and a policy (TorchScript) taking its
+    latent, the body's linear velocity (Odometry) and height samples (PointCloud2)."""
+    (depth,) = annotate.input_tensors(
+        "encoder", [TensorSemantics(name="depth", ref=depth, kind=DEPTH)]
+    )
+    latent = torch.nn.functional.avg_pool2d(depth, 8).reshape(-1)
+    annotate.output_tensors("encoder", {"latent": latent}, export_with="onnx")
+    latent, lin_vel, heights = annotate.input_tensors(
+        "policy",
+        [
+            TensorSemantics(name="latent", ref=latent),
+            TensorSemantics(name="lin_vel", ref=lin_vel, kind=InputKindEnum.BODY_LINEAR_VELOCITY),
+            TensorSemantics(name="heights", ref=heights, kind=HEIGHT),
+        ],
+    )
+    action = torch.tanh(weights @ torch.cat((latent, lin_vel, heights)))
+    annotate.output_tensors("policy", {"action": action}, export_with="jit")
+    return latent, action
+
+
+def export_depth_policy(save_path: Path) -> SimpleNamespace:
+    """:func:`depth_policy` exported as ``depth_policy`` into ``save_path``: ``path`` and
+    ``weights`` (seeded; eager PyTorch calls :func:`depth_policy` with them)."""
+    rows, columns = DEPTH_FRAME
+    weights = torch.randn(
+        4, rows * columns // 64 + 3 + POINTS, generator=torch.Generator().manual_seed(5)
+    )
+    leapp.start(name="depth_policy", save_path=save_path)
+    with torch.no_grad():
+        depth_policy(
+            torch.zeros(1, 1, rows, columns), torch.zeros(3), torch.zeros(POINTS), weights
+        )
+    leapp.stop()
+    compiled = leapp.compile_graph()
+    return SimpleNamespace(path=compiled.path.parent, weights=weights)
 
 
 def image(pixels: np.ndarray, encoding: str, *, pad: int = 0, big: bool = False):
