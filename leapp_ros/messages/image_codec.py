@@ -18,8 +18,10 @@ counts it.
 
 :meth:`ImageCodec.encode` goes the other way (the test harness, a simulator): the port's array
 as an Image in the encoding that holds the port's channels exactly (``rgb8`` for ``r g b``,
-``32FC1`` for float depth, ``16UC1`` for a ``uint16`` depth port), pixels of a float colour
-port divided by its scale, which must give whole numbers in range.
+``mono8``, ``32FC1`` for float depth, ``16UC1`` for a ``uint16`` depth port); a float colour
+or mono port's values divided by its scale when that gives whole numbers in 0..255, else as
+``32FC3`` / ``32FC4`` / ``32FC1`` floats in the port's channel order, so that every value
+arrives as it was.
 """
 
 from __future__ import annotations
@@ -71,11 +73,14 @@ class ImageCodec:
         self._picks = {
             name: _channel_slice(
                 [ENCODINGS[name].channels.index(c) for c in self.channels]
-                if len(self.channels) > 1
-                else [0]
+                if len(self.channels) > 1 and ENCODINGS[name].ordered
+                else list(range(len(self.channels)))
             )
             for name in self.encodings
         }
+        exact = [n for n in self.encodings if ENCODINGS[n].channels in (self.channels, ("depth",))]
+        self._sent = exact[0] if exact else self.encodings[0]  # what encode sends
+        self._float_sent = next((n for n in self.encodings if n.startswith("32FC")), None)
         plain = layout.lstrip("N")
         self._axes = tuple("HWC".index(axis) for axis in plain) if "C" in plain else None
         self._batch = layout.startswith("N")
@@ -154,14 +159,19 @@ class ImageCodec:
         pixels = values[0] if self._batch else values
         # back to [H, W, C]
         pixels = pixels.transpose(np.argsort(self._axes)) if self._axes else pixels[..., None]
-        name = next(
-            (n for n in self.encodings if ENCODINGS[n].channels == self.channels),
-            self.encodings[0],
-        )
-        encoding = ENCODINGS[name]
-        wire = np.dtype("<" + encoding.code)
-        if encoding.integer and self._float:
-            pixels = self._whole(pixels / np.asarray(self.scale, pixels.dtype), wire)
+        name = self._sent
+        wire = np.dtype("<" + ENCODINGS[name].code)
+        if ENCODINGS[name].integer and self._float:
+            whole = self._whole(pixels / np.asarray(self.scale, pixels.dtype), wire)
+            if whole is None and self._float_sent is None:
+                raise MessageError(
+                    f"a float image port of scale {self.scale:g} gets {name} pixels: give values "
+                    f"k x {self.scale:g}, k a whole number in the range of {wire}"
+                )
+            if whole is None:
+                name, wire = self._float_sent, np.dtype("<f4")
+            else:
+                pixels = whole
         pixels = np.ascontiguousarray(pixels, wire)
         message = Image(height=self.height, width=self.width, encoding=name, is_bigendian=0)
         message.step = self.width * pixels.shape[-1] * wire.itemsize
@@ -170,17 +180,14 @@ class ImageCodec:
             message.header.stamp = stamp
         return message
 
-    def _whole(self, pixels: np.ndarray, wire: np.dtype) -> np.ndarray:
+    @staticmethod
+    def _whole(pixels: np.ndarray, wire: np.dtype) -> np.ndarray | None:
+        """``pixels`` as whole numbers in the range of ``wire``, or None where they are not."""
         rounded = np.rint(pixels)
         info = np.iinfo(wire)
-        if (
-            not np.allclose(rounded, pixels, rtol=0, atol=1e-3)
-            or not ((rounded >= info.min) & (rounded <= info.max)).all()
-        ):
-            raise MessageError(
-                f"a float image port gets {wire} pixels: give values k x {self.scale:g} with "
-                f"k a whole number in {info.min}..{info.max}"
-            )
+        held = (rounded >= info.min) & (rounded <= info.max)
+        if not held.all() or not np.allclose(rounded, pixels, rtol=0, atol=1e-3):
+            return None
         return rounded
 
     def __repr__(self) -> str:

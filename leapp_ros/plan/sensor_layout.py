@@ -19,9 +19,10 @@ The channels are named in the port's order (``r g b`` when the port does not nam
 vision models take; ``mono`` for one channel of a colour camera, ``depth`` or ``height``).
 :data:`ENCODINGS` are the ``sensor_msgs/Image`` encodings read, with their channel order and
 pixel type; :func:`accepted_encodings` those a port takes: a colour port every colour encoding
-holding its channels (alpha dropped, channels reordered), a mono port ``mono8``, a depth port
-``32FC1`` (metres) and ``16UC1`` (millimetres), an elevation grid ``32FC1``; a ``uint8`` port
-only 8-bit encodings, a ``uint16`` port only ``16UC1``, a float port any of them. Pure data.
+holding its channels (alpha dropped, channels reordered) and float channels in its own order
+(``32FC3``, ``32FC4``), a mono port ``mono8`` and ``32FC1``, a depth port ``32FC1`` (metres)
+and ``16UC1`` (millimetres), an elevation grid ``32FC1``; a ``uint8`` port only 8-bit
+encodings, a ``uint16`` port only ``16UC1``, a float port any of them. Pure data.
 """
 
 from __future__ import annotations
@@ -58,11 +59,14 @@ _COLOURS["alpha"] = "a"
 @dataclass(frozen=True)
 class Encoding:
     """A ``sensor_msgs/Image`` encoding: its channels in memory order and its pixel type (a
-    NumPy type code without byte order)."""
+    NumPy type code without byte order); ``ordered`` False: float channels in the port's own
+    order (``32FC3``, ``32FC4``: what a simulator renders, and the harness sends for float
+    values that no 8-bit frame holds)."""
 
     name: str
     channels: tuple[str, ...]
     code: str
+    ordered: bool = True
 
     @property
     def integer(self) -> bool:
@@ -79,6 +83,8 @@ ENCODINGS = {
         Encoding("bgra8", ("b", "g", "r", "a"), "u1"),
         Encoding("16UC1", ("depth",), "u2"),
         Encoding("32FC1", ("depth",), "f4"),
+        Encoding("32FC3", ("", "", ""), "f4", ordered=False),
+        Encoding("32FC4", ("", "", "", ""), "f4", ordered=False),
     )
 }
 
@@ -199,13 +205,14 @@ def accepted_encodings(kind: str, channels: tuple[str, ...], dtype: str) -> tupl
     elif kind == CAMERA_DEPTH:
         names = ("32FC1", "16UC1")
     elif channels == ("mono",):
-        names = ("mono8",)
+        names = ("mono8", "32FC1")
     else:
         names = tuple(
             name
             for name, encoding in ENCODINGS.items()
             if len(encoding.channels) > 1 and set(channels) <= set(encoding.channels)
         )
+        names += (f"32FC{len(channels)}",)
     if dtype == "uint8":
         return tuple(name for name in names if ENCODINGS[name].code == "u1")
     if dtype == "uint16":

@@ -93,6 +93,23 @@ def test_every_colour_encoding_fills_every_layout_like_numpy(port, encoding, pad
     np.testing.assert_array_equal(value, expected)
 
 
+def test_float_frames_go_into_float_ports_as_sent_in_the_ports_channel_order():
+    """32FC3 / 32FC4 / 32FC1 (a simulator's render): channels in the port's order, no scale."""
+    rng = np.random.default_rng(5)
+    for port in ("chw_float", "nchw_bgr_half", "nchw_mono_float"):
+        shape, dtype, names, channels, layout = COLOUR_PORTS[port]
+        dec = decoder(InputKindEnum.CAMERA_IMAGE.value, shape, dtype, names)
+        floats = rng.standard_normal((H, W, len(channels))).astype(np.float32)
+        frame = image(floats if len(channels) > 1 else floats[..., 0], f"32FC{len(channels)}")
+        plain = layout.lstrip("N")
+        expected = floats.transpose(["HWC".index(a) for a in plain]).astype(dtype)
+        value = decode_ways(dec, frame)
+        np.testing.assert_array_equal(value, expected.reshape(shape))
+    dec = decoder(InputKindEnum.CAMERA_IMAGE.value, (H, W, 3), "uint8")
+    with pytest.raises(MessageError, match=r"'32FC3'.*takes rgb8, bgr8, rgba8, bgra8;"):
+        dec.decode(image(np.zeros((H, W, 3), np.float32), "32FC3"))
+
+
 @pytest.mark.parametrize("big", [False, True], ids=["little", "big_endian"])
 @pytest.mark.parametrize("pad", [0, 2], ids=["packed", "padded"])
 @pytest.mark.parametrize(
@@ -143,7 +160,7 @@ def test_a_frame_of_another_size_is_an_error_naming_both_sizes():
 
 def test_encodings_a_port_cannot_take_and_short_data_are_errors():
     dec = decoder(InputKindEnum.CAMERA_IMAGE.value, (H, W, 3), "uint8")
-    with pytest.raises(MessageError, match=r"'mono8'.*takes rgb8, bgr8, rgba8, bgra8"):
+    with pytest.raises(MessageError, match=r"'mono8'.*takes rgb8, bgr8, rgba8, bgra8;"):
         dec.decode(image(np.zeros((H, W), np.uint8), "mono8"))
     with pytest.raises(MessageError, match="'yuv422'"):
         dec.decode(image(np.zeros((H, W, 2), np.uint8), "yuv422"))
@@ -183,10 +200,10 @@ def test_encode_round_trips_through_decode_for_the_harness():
     metres = np.random.default_rng(1).random((H, W)).astype(np.float32)
     assert depth.encode([metres]).encoding == "32FC1"
     np.testing.assert_array_equal(depth.decode(depth.encode([metres]))[0], metres)
-    with pytest.raises(MessageError, match=r"k x 0.00392157 with k a whole number in 0..255"):
-        decoder(InputKindEnum.CAMERA_IMAGE.value, (3, H, W), "float32").encode(
-            [np.full((3, H, W), 0.5, np.float32)]
-        )
+    halves = decoder(InputKindEnum.CAMERA_IMAGE.value, (3, H, W), "float32")
+    frame = halves.encode([np.full((3, H, W), 0.5, np.float32)])  # no 8-bit frame holds 0.5
+    assert frame.encoding == "32FC3"
+    np.testing.assert_array_equal(halves.decode(frame)[0], np.full((3, H, W), 0.5, np.float32))
 
 
 # ------------------------------------------------------------------ the choice of a layout

@@ -2,13 +2,13 @@
 
 The ``sensing`` pipeline (test/support/sensors.py) runs as processes, composed and fused, at
 its deployed QoS. Frames are built here as drivers build them: the camera node gets every
-colour encoding into three layouts and a mono frame, rows padded and not, depth in metres
-(32FC1) and millimetres (16UC1, either byte order); the body node an Odometry, clouds of
-heights (points with padding, fields in any order, an organized grid, big-endian), an
-elevation Image and a 16UC1 frame as sent. Each output equals eager PyTorch run on the tensors
-rearranged here with NumPy from the same arrays. A frame of another size is a counted drop
-whose log line names both sizes; NaN heights are dropped under ``on_nonfinite: drop``
-(processes, fused) and reach the model under ``publish`` (composed).
+colour encoding into three layouts (and float colour, 32FC3) and a mono frame, rows padded and
+not, depth in metres (32FC1) and millimetres (16UC1, either byte order); the body node an
+Odometry, clouds of heights (points with padding, fields in any order, an organized grid,
+big-endian), an elevation Image and a 16UC1 frame as sent. Each output equals eager PyTorch
+run on the tensors rearranged here with NumPy from the same arrays. A frame of another size is
+a counted drop whose log line names both sizes; NaN heights are dropped under
+``on_nonfinite: drop`` (processes, fused) and reach the model under ``publish`` (composed).
 """
 
 from __future__ import annotations
@@ -76,15 +76,19 @@ def camera_set(rng, step: int):
     else:
         metres = (rng.random((H, W)) * 5).astype(np.float32)
         depth = image(metres, "32FC1", pad=pad, big=big)
+    bgr_chw = rgba[..., [2, 1, 0]].astype(np.float32)  # scale 1 (PARAMS)
+    bgr_frame = image(colour_frame(rgba, other), other, pad=pad)
+    if step == 3:  # floats, as a simulator renders them: 32FC3 in the port's channel order
+        bgr_chw = rng.standard_normal((H, W, 3)).astype(np.float32)
+        bgr_frame = image(bgr_chw, "32FC3", pad=pad)
     messages = {
         f"{NS}/camera/rgb": image(colour_frame(rgba, colour), colour, pad=pad),
-        f"{NS}/camera/bgr_chw": image(colour_frame(rgba, other), other, pad=pad),
+        f"{NS}/camera/bgr_chw": bgr_frame,
         f"{NS}/camera/rgba": image(colour_frame(rgba, four), four, pad=pad),
         f"{NS}/camera/mono": image(gray, "mono8", pad=pad),
         f"{NS}/camera/depth": depth,
     }
-    bgr_chw = rgba[..., [2, 1, 0]].transpose(2, 0, 1).astype(np.float32)  # scale 1 (PARAMS)
-    tensors = (rgba[..., :3], bgr_chw, rgba[None], gray, metres[None])
+    tensors = (rgba[..., :3], bgr_chw.transpose(2, 0, 1), rgba[None], gray, metres[None])
     return messages, tuple(torch.from_numpy(np.ascontiguousarray(t)) for t in tensors)
 
 
