@@ -51,12 +51,7 @@ _PORT_FIELDS = frozenset(
 
 class InputKindEnum(str, Enum):
     """Standard ``kind`` values of input ports (NVIDIA LEAPP's names and strings); a member
-    also equals its string (``InputKindEnum.JOINT_POSITION == "state/joint/position"``).
-
-    ``CAMERA_IMAGE`` is the kind Isaac ROS Deploy maps from ``sensor_msgs/Image``; ours beside
-    it (which a LEAPP 0.7.2 reader takes as any other kind string): ``CAMERA_DEPTH`` (a depth
-    image in metres) and ``TERRAIN_HEIGHT`` (heights of terrain samples around the base, as
-    Isaac Lab's ``height_scan`` reads them)."""
+    also equals its string (``InputKindEnum.JOINT_POSITION == "state/joint/position"``)."""
 
     JOINT_POSITION = "state/joint/position"
     JOINT_VELOCITY = "state/joint/velocity"
@@ -78,9 +73,6 @@ class InputKindEnum(str, Enum):
     COMMAND_BODY_ROTATION = "command/body/rotation"
     COMMAND_BODY_VELOCITY = "command/body/velocity"
     COMMAND_POSE = "command/body/pose"
-    CAMERA_IMAGE = "state/camera/image"
-    CAMERA_DEPTH = "state/camera/depth"
-    TERRAIN_HEIGHT = "state/terrain/height"
 
 
 class OutputKindEnum(str, Enum):

@@ -17,12 +17,13 @@ import pytest
 from rclpy.serialization import serialize_message
 from support.sensors import colour_frame, image
 
-from leapp.semantics import InputKindEnum
 from leapp_ros.messages import cdr
 from leapp_ros.messages.multiarray import MessageError
 from leapp_ros.messages.robot_codecs import InputDecoder
-from leapp_ros.plan import sensor_layout
 from leapp_ros.plan.bindings import IMAGE, BindingError, PortOverride, bind_port
+from leapp_ros.plan.sensor_layout import CAMERA_DEPTH as DEPTH
+from leapp_ros.plan.sensor_layout import CAMERA_IMAGE as CAMERA
+from leapp_ros.plan.sensor_layout import TERRAIN_HEIGHT as HEIGHT
 
 H, W = 5, 7
 RGBA = "rgba"  # the logical channel order of the test's colour frames (colour_frame's)
@@ -83,7 +84,7 @@ def expected_colour(rgba, channels, layout, dtype, scale):
 )
 def test_every_colour_encoding_fills_every_layout_like_numpy(port, encoding, pad):
     shape, dtype, names, channels, layout = COLOUR_PORTS[port]
-    dec = decoder(InputKindEnum.CAMERA_IMAGE.value, shape, dtype, names)
+    dec = decoder(CAMERA, shape, dtype, names)
     rgba = np.random.default_rng(len(port) + pad).integers(0, 256, (H, W, 4), np.uint8)
     if encoding == "mono8":
         rgba[..., 1:] = rgba[..., :1]
@@ -98,14 +99,14 @@ def test_float_frames_go_into_float_ports_as_sent_in_the_ports_channel_order():
     rng = np.random.default_rng(5)
     for port in ("chw_float", "nchw_bgr_half", "nchw_mono_float"):
         shape, dtype, names, channels, layout = COLOUR_PORTS[port]
-        dec = decoder(InputKindEnum.CAMERA_IMAGE.value, shape, dtype, names)
+        dec = decoder(CAMERA, shape, dtype, names)
         floats = rng.standard_normal((H, W, len(channels))).astype(np.float32)
         frame = image(floats if len(channels) > 1 else floats[..., 0], f"32FC{len(channels)}")
         plain = layout.lstrip("N")
         expected = floats.transpose(["HWC".index(a) for a in plain]).astype(dtype)
         value = decode_ways(dec, frame)
         np.testing.assert_array_equal(value, expected.reshape(shape))
-    dec = decoder(InputKindEnum.CAMERA_IMAGE.value, (H, W, 3), "uint8")
+    dec = decoder(CAMERA, (H, W, 3), "uint8")
     with pytest.raises(MessageError, match=r"'32FC3'.*takes rgb8, bgr8, rgba8, bgra8;"):
         dec.decode(image(np.zeros((H, W, 3), np.float32), "32FC3"))
 
@@ -118,7 +119,7 @@ def test_float_frames_go_into_float_ports_as_sent_in_the_ports_channel_order():
 )
 def test_depth_in_millimetres_and_metres_becomes_metres(shape, dtype, scale, pad, big):
     override = PortOverride(scale=scale) if scale else None
-    dec = decoder(InputKindEnum.CAMERA_DEPTH.value, shape, dtype, override=override)
+    dec = decoder(DEPTH, shape, dtype, override=override)
     rng = np.random.default_rng(pad + big)
     millimetres = rng.integers(0, 65536, (H, W)).astype(np.uint16)
     metres = (rng.random((H, W)) * 10).astype(np.float32)
@@ -131,7 +132,7 @@ def test_depth_in_millimetres_and_metres_becomes_metres(shape, dtype, scale, pad
 
 
 def test_a_uint16_depth_port_takes_16uc1_as_sent_and_refuses_32fc1():
-    dec = decoder(InputKindEnum.CAMERA_DEPTH.value, (H, W), "uint16")
+    dec = decoder(DEPTH, (H, W), "uint16")
     millimetres = np.arange(H * W, dtype=np.uint16).reshape(H, W) * 997
     np.testing.assert_array_equal(
         decode_ways(dec, image(millimetres, "16UC1", big=True)), millimetres
@@ -142,7 +143,7 @@ def test_a_uint16_depth_port_takes_16uc1_as_sent_and_refuses_32fc1():
 
 def test_an_elevation_grid_is_a_32fc1_image_of_heights():
     override = PortOverride(message="sensor_msgs/msg/Image")
-    dec = decoder(InputKindEnum.TERRAIN_HEIGHT.value, (1, H, W), "float32", override=override)
+    dec = decoder(HEIGHT, (1, H, W), "float32", override=override)
     heights = np.random.default_rng(3).standard_normal((H, W)).astype(np.float32)
     heights[1, 2] = np.nan  # a cell without data: on_nonfinite decides
     value = decode_ways(dec, image(heights, "32FC1", pad=4))
@@ -152,14 +153,14 @@ def test_an_elevation_grid_is_a_32fc1_image_of_heights():
 
 
 def test_a_frame_of_another_size_is_an_error_naming_both_sizes():
-    dec = decoder(InputKindEnum.CAMERA_DEPTH.value, (H, W), "float32")
+    dec = decoder(DEPTH, (H, W), "float32")
     frame = image(np.zeros((H + 1, W * 2), np.float32), "32FC1")
     with pytest.raises(MessageError, match=rf"Image of {W * 2}x{H + 1} .* port of {W}x{H}"):
         dec.decode(frame)
 
 
 def test_encodings_a_port_cannot_take_and_short_data_are_errors():
-    dec = decoder(InputKindEnum.CAMERA_IMAGE.value, (H, W, 3), "uint8")
+    dec = decoder(CAMERA, (H, W, 3), "uint8")
     with pytest.raises(MessageError, match=r"'mono8'.*takes rgb8, bgr8, rgba8, bgra8;"):
         dec.decode(image(np.zeros((H, W), np.uint8), "mono8"))
     with pytest.raises(MessageError, match="'yuv422'"):
@@ -172,15 +173,16 @@ def test_encodings_a_port_cannot_take_and_short_data_are_errors():
 
 def test_a_frame_needing_no_conversion_is_a_read_only_view_of_the_payload():
     """copy=False (a model that never writes into its inputs): a view; else one copy."""
-    fields = cdr.layout(__import__("sensor_msgs.msg", fromlist=["Image"]).Image)
+    from sensor_msgs.msg import Image
+
+    fields = cdr.layout(Image)
     rgba = np.random.default_rng(0).integers(0, 256, (H, W, 4), np.uint8)
     payload = serialize_message(image(colour_frame(rgba, "rgb8"), "rgb8"))
     wire = np.frombuffer(payload, np.uint8)
-    camera = InputKindEnum.CAMERA_IMAGE.value
-    view = decoder(camera, (H, W, 3), "uint8", copy=False)
+    view = decoder(CAMERA, (H, W, 3), "uint8", copy=False)
     shared = view.decode(cdr.read(payload, fields))[0]
     assert np.shares_memory(shared, wire) and not shared.flags.writeable
-    owned = decoder(camera, (H, W, 3), "uint8").decode(cdr.read(payload, fields))[0]
+    owned = decoder(CAMERA, (H, W, 3), "uint8").decode(cdr.read(payload, fields))[0]
     assert not np.shares_memory(owned, wire) and owned.flags.writeable
     np.testing.assert_array_equal(shared, owned)
     padded = serialize_message(image(colour_frame(rgba, "rgb8"), "rgb8", pad=1))
@@ -190,17 +192,17 @@ def test_a_frame_needing_no_conversion_is_a_read_only_view_of_the_payload():
 
 def test_encode_round_trips_through_decode_for_the_harness():
     for port, (shape, dtype, names, *_) in COLOUR_PORTS.items():
-        dec = decoder(InputKindEnum.CAMERA_IMAGE.value, shape, dtype, names)
+        dec = decoder(CAMERA, shape, dtype, names)
         rng = np.random.default_rng(len(port))
         value = rng.integers(0, 256, shape).astype(dtype)
         if dtype != "uint8":
             value = value * np.asarray(1 / 255, dtype)
         np.testing.assert_array_equal(dec.decode(dec.encode([value]))[0], value)
-    depth = decoder(InputKindEnum.CAMERA_DEPTH.value, (H, W), "float32")
+    depth = decoder(DEPTH, (H, W), "float32")
     metres = np.random.default_rng(1).random((H, W)).astype(np.float32)
     assert depth.encode([metres]).encoding == "32FC1"
     np.testing.assert_array_equal(depth.decode(depth.encode([metres]))[0], metres)
-    halves = decoder(InputKindEnum.CAMERA_IMAGE.value, (3, H, W), "float32")
+    halves = decoder(CAMERA, (3, H, W), "float32")
     frame = halves.encode([np.full((3, H, W), 0.5, np.float32)])  # no 8-bit frame holds 0.5
     assert frame.encoding == "32FC3"
     np.testing.assert_array_equal(halves.decode(frame)[0], np.full((3, H, W), 0.5, np.float32))
@@ -255,9 +257,3 @@ def test_an_ambiguous_shape_keeps_its_multiarray_and_asks_for_a_layout():
 def test_overrides_that_do_not_fit_an_image_are_errors(kind, shape, dtype, override, match):
     with pytest.raises(BindingError, match=match):
         bind_port("input", kind, shape, None, override, dtype=dtype, where="node 'n' input 'i'")
-
-
-def test_the_kinds_are_leapps_input_kinds():
-    assert sensor_layout.CAMERA_IMAGE == InputKindEnum.CAMERA_IMAGE
-    assert sensor_layout.CAMERA_DEPTH == InputKindEnum.CAMERA_DEPTH
-    assert sensor_layout.TERRAIN_HEIGHT == InputKindEnum.TERRAIN_HEIGHT

@@ -43,9 +43,9 @@ H, W = 6, 8  # camera frames
 POINTS = 12  # height samples in cloud order
 GRID = (3, 4)  # an organized cloud's grid
 ELEVATION = (1, 4, 5)  # an elevation Image, [1, H, W]
-CAMERA = InputKindEnum.CAMERA_IMAGE
-DEPTH = InputKindEnum.CAMERA_DEPTH
-HEIGHT = InputKindEnum.TERRAIN_HEIGHT
+CAMERA = "state/camera/image"  # Isaac ROS Deploy's kind (not in LEAPP's InputKindEnum)
+DEPTH = "state/camera/depth"  # leapp_ros's kinds, as strings
+HEIGHT = "state/terrain/height"
 
 #: ports.<port>.* of the graph: Odometry for the gyro and orientation, an Image for the
 #: elevation grid, 0..255 floats for the CHW colour port
