@@ -2,25 +2,27 @@
 verified through the live graph.
 
 The depth policy (test/support/sensors.py: an ONNX depth encoder, a TorchScript policy taking
-its latent, an Odometry and a cloud of height samples) runs composed while ``leapp-ros record``
-records every topic for FRAMES ticks of 16UC1 and 32FC1 depth frames (rows padded or not,
-either byte order). The bag holds every message, each equal, field for field, to what was sent
-when MCAP's reference reader (with its own ROS 2 decoder) and rosbags' deserializer read it;
-its recorded outputs are eager PyTorch's answers to its recorded inputs; ``verify --bag`` replays
-it with no mismatch against leapp.Pipeline and against its own outputs. A bag written with
-rosbags as camera and odometry drivers write it (their topic names, through ``--remap``)
-verifies too, and one whose camera changed resolution exits 2 naming the topic and both sizes.
+its latent, an Odometry and a cloud of height samples) runs composed while the recorder of
+``leapp-ros record`` (spun here: each tick's messages are in the bag before the next tick is
+sent; test_bag_replay.py runs the command itself) records every topic for FRAMES ticks of
+16UC1 and 32FC1 depth frames (rows padded or not, either byte order). The bag holds every
+message, each equal, field for field, to what was sent when MCAP's reference reader (with its
+own ROS 2 decoder) and rosbags' deserializer read it; its recorded outputs are eager PyTorch's
+answers to its recorded inputs; ``verify --bag`` replays it with no mismatch against
+leapp.Pipeline and against its own outputs. A bag written with rosbags as camera and odometry
+drivers write it (their topic names, through ``--remap``) verifies too, and one whose camera
+changed resolution exits 2 naming the topic and both sizes.
 """
 
 from __future__ import annotations
 
-import signal
+import time
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
-from support.recording import installed_type_hash, start_recorder, wait_for_recorders
+from support.recording import installed_type_hash, wait_for_recorders
 from support.sensors import (
     DEPTH_FRAME,
     POINTS,
@@ -31,8 +33,9 @@ from support.sensors import (
     odometry,
 )
 
-from leapp_ros.bag.bag_file import read_bag
+from leapp_ros.bag.bag_file import BagWriter, read_bag
 from leapp_ros.bag.bag_ticks import load_ticks
+from leapp_ros.bag.recorder import Recorder, recorded_topics
 from leapp_ros.run.processes import load_plan
 from leapp_ros.testing import GraphUnderTest
 from leapp_ros.tools.cli import main
@@ -86,31 +89,38 @@ def eager_outputs(export, tensors):
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """FRAMES ticks through the composed graph while ``leapp-ros record`` recorded them."""
+    """FRAMES ticks through the composed graph while a recorder (``leapp-ros record``'s, spun
+    here) recorded every topic; after each tick the recorder has written every message of it
+    before the next is sent (a recorder acknowledges nothing to the graph: its counts are the
+    event)."""
     folder = tmp_path_factory.mktemp("depth_bag")
     export = export_depth_policy(folder)
     bag = folder / "run"
     rng = np.random.default_rng(11)
     sent = []
     with GraphUnderTest(export.path, composed=True) as graph:
-        recorder = start_recorder(graph, export.path, "--out", str(bag))
+        topics = recorded_topics(graph.plan)
+        writer = BagWriter(bag)
+        recorder = Recorder(topics, writer, domain_id=graph.domain_id)
         try:
-            wait_for_recorders(graph, {t: 1 for t, _ in graph.plan.topics()}, [recorder])
+            deadline = time.monotonic() + 30
+            while len(recorder.subscribed) < len(topics):
+                assert time.monotonic() < deadline, f"recorded only {recorder.subscribed}"
+                recorder.spin_once(0.01)
+                graph.spin(0.01)
+            wait_for_recorders(graph, dict.fromkeys(topics, 1), [])
             for tick in range(FRAMES):
                 messages, _ = sensor_tick(rng, tick)
                 graph.send(dict(zip(INPUTS, messages, strict=True)), outputs=["policy/action"])
                 sent.append(messages)
-            # delivery slack for the recorder's last messages: it acknowledges nothing, so no
-            # event says it has them; a message missing from the bag fails the counts below
-            graph.spin(0.3)
-            recorder.send_signal(signal.SIGINT)
-            output, _ = recorder.communicate(timeout=60)
+                deadline = time.monotonic() + 30
+                while any(writer.counts.get(topic, 0) <= tick for topic in topics):
+                    assert time.monotonic() < deadline, f"tick {tick}: recorded {writer.counts}"
+                    recorder.spin_once(0.01)
         finally:
-            if recorder.poll() is None:
-                recorder.kill()
-    yield SimpleNamespace(
-        export=export, bag=bag, sent=sent, code=recorder.returncode, output=output
-    )
+            recorder.close()
+            writer.close()
+    yield SimpleNamespace(export=export, bag=bag, sent=sent)
 
 
 def test_every_recorded_frame_reads_back_field_for_field_with_mcap_and_rosbags(recorded):
@@ -118,9 +128,8 @@ def test_every_recorded_frame_reads_back_field_for_field_with_mcap_and_rosbags(r
     from mcap_ros2.decoder import DecoderFactory
     from rosbags.typesys import Stores, get_typestore
 
-    assert recorded.code == 0, recorded.output
     contents = read_bag(recorded.bag)
-    assert all(contents.count(topic) == FRAMES for topic in INPUTS), recorded.output
+    assert all(contents.count(topic) == FRAMES for topic in contents.types), contents.types
     store = get_typestore(Stores.ROS2_KILTED)
     by_rosbags = {topic: [] for topic in INPUTS}
     for message in contents.messages:
