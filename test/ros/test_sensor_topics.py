@@ -67,7 +67,7 @@ def camera_set(rng, step: int):
     the tensors they must decode to, rearranged here."""
     rgba = rng.integers(0, 256, (H, W, 4), np.uint8)
     gray = rng.integers(0, 256, (H, W), np.uint8)
-    pad, big = 3 * (step % 2), step % 2 == 1
+    pad, big = 3 * (step % 2), step in (1, 2)  # each depth encoding in both byte orders
     colour, other, four = COLOURS[step % 4], COLOURS[(step + 1) % 4], COLOURS[2 + step % 2]
     if step % 2:
         millimetres = rng.integers(0, 65536, (H, W)).astype(np.uint16)
