@@ -12,7 +12,9 @@ naming the topic or file.
 
 Ticks follow the recorded order: a tick is complete when every external input topic has a new
 message, and holds the newest message of each (what a node firing on its inputs uses; older
-ones are counted as ``superseded``); an incomplete set at the end is left over. With
+ones are counted as ``superseded``); an incomplete set at the end is left over. A tick keeps
+its messages' bytes only: its ``inputs`` are decoded again on each access, so a bag of camera
+frames is held in memory once, as the bag's bytes, not a second time as tensors. With
 ``recorded=True`` the bag's output topics are read too, one value per tick: the k-th recorded
 message when a topic has one per tick, else the first message received after the tick's
 inputs and before the next tick's (None where there is none).
@@ -21,7 +23,7 @@ inputs and before the next tick's (None where there is none).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,7 @@ from leapp_ros.plan.pipeline import OutputPlan, PipelinePlan
 __all__ = [
     "BagTick",
     "BagTicks",
+    "TickInputs",
     "as_tensor",
     "input_readers",
     "load_ticks",
@@ -51,7 +54,7 @@ __all__ = [
 @dataclass(frozen=True)
 class BagTick:
     """One tick: when its last input was recorded, the graph input topics' payloads and the
-    ``"node/port"`` values they carry."""
+    ``"node/port"`` values they carry (a :class:`TickInputs`, decoded on access)."""
 
     index: int
     time_ns: int
@@ -191,27 +194,46 @@ def _check_topic(
         raise BagError(f"bag {contents.path}: topic {bag_topic} ({what}) holds no message")
 
 
+class TickInputs(Mapping[str, torch.Tensor]):
+    """A tick's ``"node/port"`` values, decoded from its messages' bytes on each access (a
+    tensor of its own each time)."""
+
+    def __init__(self, sources: Mapping[str, tuple[TopicReader, int, bytes]]):
+        self._sources = dict(sources)
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        reader, position, data = self._sources[key]
+        return as_tensor(reader.read_raw(data)[position])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._sources)
+
+    def __len__(self) -> int:
+        return len(self._sources)
+
+
 def _tick(
     index: int,
     pending: Mapping[str, Any],
     readers: Mapping[str, tuple[Any, TopicReader]],
     contents: BagContents,
 ) -> BagTick:
-    inputs: dict[str, torch.Tensor] = {}
+    sources: dict[str, tuple[TopicReader, int, bytes]] = {}
     for topic, message in pending.items():
         node, reader = readers[topic]
         at = f"{message.topic} at {(message.time_ns - contents.start_ns) / 1e9:.3f} s"
         try:
-            values = reader.read_raw(message.data)
+            reader.read_raw(message.data)  # every message is checked before anything starts
         except MessageError as e:
             raise BagError(
                 f"bag {contents.path}: the message on {at} cannot be read as the graph's input "
                 f"{topic}: {e}"
             ) from e
-        for position, value in zip(reader.indices, values, strict=True):
-            inputs[f"{node.name}/{node.inputs[position].port}"] = as_tensor(value)
+        for n, position in enumerate(reader.indices):
+            key = f"{node.name}/{node.inputs[position].port}"
+            sources[key] = (reader, n, message.data)
     time_ns = max(message.time_ns for message in pending.values())
-    return BagTick(index, time_ns, {t: m.data for t, m in pending.items()}, inputs)
+    return BagTick(index, time_ns, {t: m.data for t, m in pending.items()}, TickInputs(sources))
 
 
 def as_tensor(value: Any) -> torch.Tensor:

@@ -1,11 +1,14 @@
 """Standard robot messages to NumPy arrays and back, for ports with a :class:`Binding`.
 
 :class:`InputDecoder` turns one message (``sensor_msgs/JointState``, ``Imu``,
-``geometry_msgs/Twist``, ``TwistStamped``, ``PoseStamped``) into one array per port that the
-message feeds, in one pass: a JointState's fields are picked and reordered by joint name to
-each port's names (names the port lacks are ignored; a name the port needs and the message
-lacks, a field with another number of values than names, repeated names are
-:class:`~leapp_ros.messages.multiarray.MessageError`\\ s); fixed messages are read field by field.
+``geometry_msgs/Twist``, ``TwistStamped``, ``PoseStamped``, ``nav_msgs/Odometry``) into one
+array per port that the message feeds, in one pass; an ``Image`` or ``PointCloud2`` feeds one
+port, through :class:`~leapp_ros.messages.image_codec.ImageCodec` or
+:class:`~leapp_ros.messages.cloud_codec.CloudCodec`. A JointState's fields are picked and
+reordered by joint name to each port's names (names the port lacks are ignored; a name the
+port needs and the message lacks, a field with another number of values than names, repeated
+names are :class:`~leapp_ros.messages.multiarray.MessageError`\\ s); fixed messages are read
+field by field.
 :class:`OutputEncoder` writes an output array as ``std_msgs/Float64MultiArray`` (its last axis
 reordered to the wire order), ``sensor_msgs/JointState`` or ``trajectory_msgs/JointTrajectory``
 (one point per row, ``period_s`` apart), and reads such a message back into the port's order
@@ -27,8 +30,10 @@ from typing import Any
 import numpy as np
 
 from leapp_ros.messages import cdr
+from leapp_ros.messages.cloud_codec import CloudCodec
+from leapp_ros.messages.image_codec import ImageCodec
 from leapp_ros.messages.multiarray import MessageError, numpy_dtype
-from leapp_ros.plan.bindings import FLOAT64_ARRAY, JOINT_STATE, Binding
+from leapp_ros.plan.bindings import FLOAT64_ARRAY, IMAGE, JOINT_STATE, POINT_CLOUD2, Binding
 
 __all__ = ["InputDecoder", "OutputEncoder", "message_class"]
 
@@ -106,14 +111,30 @@ class InputDecoder:
     Args:
         message_type: ``pkg/msg/Name`` of the topic.
         ports: ``(binding, dtype, shape)`` of each port, in the order :meth:`decode` returns.
+        copy: an image may be decoded as a read-only view of the message (False), for a
+            model that never writes into its inputs.
     """
 
-    def __init__(self, message_type: str, ports: Sequence[tuple[Binding, str, tuple[int, ...]]]):
+    def __init__(
+        self,
+        message_type: str,
+        ports: Sequence[tuple[Binding, str, tuple[int, ...]]],
+        copy: bool = True,
+    ):
         self.message_type = message_type
         self.message_class = message_class(message_type)
         self._ports = [(b, numpy_dtype(dtype), tuple(shape)) for b, dtype, shape in ports]
         self._what = message_type.rsplit("/", 1)[1]
-        if message_type == JOINT_STATE:
+        self._sensor: ImageCodec | CloudCodec | None = None
+        if message_type in (IMAGE, POINT_CLOUD2):
+            if len(ports) != 1:
+                raise MessageError(f"one {self._what} feeds one port, not {len(ports)}")
+            ((binding, dtype, shape),) = ports
+            if message_type == IMAGE:
+                self._sensor = ImageCodec(binding, dtype, tuple(shape), copy)
+            else:
+                self._sensor = CloudCodec(binding, dtype, tuple(shape))
+        elif message_type == JOINT_STATE:
             self._order = _JointOrder([binding.elements for binding, _, _ in self._ports])
         else:
             self._getters = [
@@ -125,8 +146,11 @@ class InputDecoder:
 
         Raises:
             MessageError: missing joints, fields whose length is not the number of names, a
-                value an integer port cannot hold (NaN, infinite, out of its range).
+                value an integer port cannot hold (NaN, infinite, out of its range); an image
+                or cloud of another size or encoding.
         """
+        if self._sensor is not None:
+            return [self._sensor.decode(message)]
         if self.message_type != JOINT_STATE:
             return [
                 _cast(np.array(get(message), np.float64), dtype, self._what).reshape(shape)
@@ -147,8 +171,11 @@ class InputDecoder:
         """A message carrying ``values`` (one array-like per port); for tests and probes.
 
         A JointState names the union of the ports' joints; a field no port sets stays empty,
-        an element of a set field that no port gives is NaN.
+        an element of a set field that no port gives is NaN. An image or a cloud is its
+        codec's ``encode``.
         """
+        if self._sensor is not None:
+            return self._sensor.encode(values[0], stamp)
         message = self.message_class()
         if stamp is not None and hasattr(message, "header"):
             message.header.stamp = stamp

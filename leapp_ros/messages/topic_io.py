@@ -80,7 +80,7 @@ class TopicReader:
         self._codec: PortCodec | None = None
         if bound:
             self._decoder = InputDecoder(
-                first.message_type, [(p.binding, p.dtype, p.shape) for p in bound]
+                first.message_type, [(p.binding, p.dtype, p.shape) for p in bound], copy
             )
             self.message_class = self._decoder.message_class
         else:

@@ -15,7 +15,21 @@ inputs (kind)                           message (topic ``<node>/<stem>``), field
 ``command/body/velocity``               ``geometry_msgs/Twist`` (``cmd_vel``), or TwistStamped
 ``state/body/pose`` / ``position``      ``geometry_msgs/PoseStamped`` (``pose``)
 ``command/body/pose``                   ``geometry_msgs/PoseStamped`` (``goal_pose``)
+``state/body/linear_velocity``          ``nav_msgs/Odometry`` (``odom``) ``twist.twist.linear``
+``state/body/velocity``                 ``nav_msgs/Odometry`` ``twist.twist`` (6 elements)
+``state/camera/image``                  ``sensor_msgs/Image`` (``<port>``): rgb8, bgr8,
+                                        rgba8, bgra8 or mono8
+``state/camera/depth``                  ``sensor_msgs/Image`` (``<port>``): 32FC1, 16UC1
+``state/terrain/height``                ``sensor_msgs/PointCloud2`` (``<port>``) z of its
+                                        points, or a 32FC1 ``Image`` elevation grid
 ======================================  ===============================================
+
+An Odometry also carries ``state/body/angular_velocity`` (``twist.twist.angular``),
+``position``, ``rotation`` and ``pose`` (``pose.pose``) for ports whose ``ports.<port>.message``
+asks for it (REP 105: the twist is in the body frame, ``child_frame_id``). Images and clouds
+have one topic per port (``<node>/<port>``); how their pixels or points fill the port is
+:mod:`leapp_ros.plan.sensor_layout`'s (``layout`` and channel names in ``elements``), with
+``scale`` for integer pixels in a float port.
 
 Outputs of kind ``target/joint/*`` go out as ``std_msgs/Float64MultiArray`` in the order of the
 joints a ros2_control forward command controller lists (``order``; default: the port's own
@@ -26,16 +40,14 @@ feed them all (a JointState feeding position and velocity ports).
 
 A :class:`PortOverride` (from the node's ``ports.<port>.*`` parameters) sets what an export
 lacks or changes the choice: ``kind``, ``names`` (element names of the last axis),
-``message`` (a type from :data:`MESSAGES`, or ``multiarray`` to keep the std_msgs array) and,
-for outputs, ``order``. Without an override a port that does not fit its kind's message (no
-joint names, another number of elements) keeps its MultiArray, and :attr:`Binding.note` /
-:func:`bind_port`'s note says why; an override that does not fit is a :class:`BindingError`.
+``message`` (a type from :data:`MESSAGES`, or ``multiarray`` to keep the std_msgs array),
+``layout`` and ``scale`` (images) and, for outputs, ``order``
+(:mod:`leapp_ros.plan.port_override`). Without an override a port that does not fit its kind's
+message (no joint names, another number of elements) keeps its MultiArray, and the note of
+:func:`bind_port` says why; an override that does not fit is a :class:`BindingError`.
 
-Quaternions are ``(w, x, y, z)`` (Isaac Lab's order) unless the port's names say otherwise
-(any order of ``x y z w``, also ``qx qy qz qw``); a pose is position then quaternion. A
-3-element body velocity command is ``(linear.x, linear.y, angular.z)``, 6 elements are
-``linear.xyz, angular.xyz``; names such as ``lin_vel_x``, ``vx``, ``ang_vel_z`` or ``yaw_rate``
-say otherwise. Pure data, no rclpy.
+Which fields of a body message carry a port (quaternion order, velocity names) is
+:mod:`leapp_ros.plan.body_fields`'s. Pure data, no rclpy.
 """
 
 from __future__ import annotations
@@ -44,11 +56,33 @@ import math
 from dataclasses import dataclass
 
 from leapp.errors import LeappError
+from leapp_ros.plan.body_fields import (
+    UnfitFieldsError,
+    check_count,
+    odometry_fields,
+    pose_fields,
+    quaternion_axes,
+    twist_fields,
+)
+from leapp_ros.plan.port_override import PortOverride
+from leapp_ros.plan.sensor_layout import (
+    CAMERA_DEPTH,
+    CAMERA_IMAGE,
+    TERRAIN_HEIGHT,
+    UnfitLayoutError,
+    accepted_encodings,
+    cloud_layout,
+    default_scale,
+    image_layout,
+)
 
 __all__ = [
+    "IMAGE",
     "JOINT_STATE",
     "MESSAGES",
     "MULTIARRAY",
+    "ODOMETRY",
+    "POINT_CLOUD2",
     "Binding",
     "BindingError",
     "PortOverride",
@@ -63,11 +97,14 @@ TWIST_STAMPED = "geometry_msgs/msg/TwistStamped"
 POSE_STAMPED = "geometry_msgs/msg/PoseStamped"
 FLOAT64_ARRAY = "std_msgs/msg/Float64MultiArray"
 JOINT_TRAJECTORY = "trajectory_msgs/msg/JointTrajectory"
+ODOMETRY = "nav_msgs/msg/Odometry"
+IMAGE = "sensor_msgs/msg/Image"
+POINT_CLOUD2 = "sensor_msgs/msg/PointCloud2"
 MULTIARRAY = "multiarray"  # the override that keeps the dtype's std_msgs MultiArray
 
 #: every message type a port can be bound to, by direction
 MESSAGES = {
-    "input": (JOINT_STATE, IMU, TWIST, TWIST_STAMPED, POSE_STAMPED),
+    "input": (JOINT_STATE, IMU, TWIST, TWIST_STAMPED, POSE_STAMPED, ODOMETRY, IMAGE, POINT_CLOUD2),
     "output": (FLOAT64_ARRAY, JOINT_STATE, JOINT_TRAJECTORY),
 }
 _TEMPORAL = "__temporal_axis__"
@@ -78,24 +115,17 @@ class BindingError(LeappError):
 
 
 @dataclass(frozen=True)
-class PortOverride:
-    """What the node parameters ``ports.<port>.*`` say about one port (empty: the spec's)."""
-
-    message: str = ""
-    kind: str = ""
-    names: tuple[str, ...] = ()
-    order: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class Binding:
     """How one port travels in a standard message.
 
     ``elements`` are, in the port's element order (its last axis), the joint names
-    (JointState, JointTrajectory, Float64MultiArray of joint targets) or the message fields as
-    attribute paths (``angular_velocity.x``). ``field`` is the JointState / trajectory point
+    (JointState, JointTrajectory, Float64MultiArray of joint targets), the message fields as
+    attribute paths (``angular_velocity.x``), or an image's channels (``r``, ``g``, ``b``,
+    ``a``, ``mono``, ``depth``, ``height``). ``field`` is the JointState / trajectory point
     field (``position``, ``velocity``, ``effort``). ``order`` is the joint order on the wire
-    (outputs). ``stem`` names the shared input topic ``<node>/<stem>``.
+    (outputs). ``stem`` names the input topic ``<node>/<stem>``. ``layout`` is an Image or
+    PointCloud2 port's axes (:mod:`leapp_ros.plan.sensor_layout`), ``scale`` what an integer
+    pixel is multiplied by in a float port.
     """
 
     message_type: str
@@ -105,9 +135,14 @@ class Binding:
     order: tuple[str, ...] = ()
     stem: str = ""
     period_s: float = 0.0  # JointTrajectory: time between points (0: one point)
+    layout: str = ""
+    scale: float = 1.0
 
     def describe(self) -> str:
-        """One line for ``leapp-ros inspect``: kind, fields or names, order."""
+        """One line for ``leapp-ros inspect``: kind, fields or names, order, layout."""
+        if self.layout:
+            text = f"{self.kind}: {self.layout} [{', '.join(self.elements)}]"
+            return text + (f" x {self.scale:g}" if self.scale != 1.0 else "")
         what = f"{self.field} of " if self.field else ""
         elements = ", ".join(self.elements)
         text = f"{self.kind}: {what}[{elements}]"
@@ -137,12 +172,13 @@ def bind_port(
     *,
     where: str = "port",
     temporal_period_ms: float | None = None,
+    dtype: str = "float32",
 ) -> tuple[Binding | None, str]:
     """The binding of a port (None: its std_msgs MultiArray) and a note on the choice.
 
     Args:
         direction: ``input`` (an external input) or ``output``.
-        kind, shape, element_names, temporal_period_ms: the port's spec entry.
+        kind, shape, element_names, temporal_period_ms, dtype: the port's spec entry.
         override: the node's ``ports.<port>.*`` parameters.
         where: the port in words for errors (``node 'policy' input 'q'``).
 
@@ -162,10 +198,18 @@ def bind_port(
             f"{', '.join(MESSAGES[direction])} or 'multiarray'"
         )
     try:
-        choose = _choose_input if direction == "input" else _choose_output
-        binding = choose(kind, tuple(shape), names, message, override.order, temporal_period_ms)
-    except _UnfitError as e:
-        if message or override.kind or override.names or override.order:
+        if kind in _SENSOR_KINDS and direction == "input":
+            port = (kind, tuple(shape), dtype, tuple(element_names or ()))
+            binding = _choose_sensor(*port, message, override)
+        elif override.layout or override.scale is not None:
+            raise _UnfitError("ports.<port>.layout and scale apply to image and height inputs")
+        else:
+            choose = _choose_input if direction == "input" else _choose_output
+            binding = choose(
+                kind, tuple(shape), names, message, override.order, temporal_period_ms
+            )
+    except (_UnfitError, UnfitFieldsError, UnfitLayoutError) as e:
+        if message or override.given:
             raise BindingError(f"{where}: {e}") from None
         return None, f"std_msgs MultiArray: {e}"
     if binding is None:
@@ -202,25 +246,65 @@ def _choose_input(kind, shape, names, message, order, period_ms) -> Binding | No
         joints = _joint_names(kind, shape, names, leading_one=True)
         field = _JOINT_FIELDS[kind.rsplit("/", 1)[1]]
         return Binding(JOINT_STATE, kind, joints, field=field, stem="joint_states")
+    if message == ODOMETRY or (not message and kind in _ODOMETRY_KINDS):
+        return _odometry(kind, shape, names)
     if kind in _IMU_FIELDS:
         _check_message(message, IMU, kind)
         base, count = _IMU_FIELDS[kind]
-        axes = _quaternion_axes(names) if count == 4 else ("x", "y", "z")
-        _check_count(kind, shape, count, IMU)
+        axes = quaternion_axes(names) if count == 4 else ("x", "y", "z")
+        check_count(kind, shape, count, IMU)
         return Binding(IMU, kind, tuple(f"{base}.{axis}" for axis in axes), stem="imu")
     if kind == "command/body/velocity":
         _check_message(message, (TWIST, TWIST_STAMPED), kind)
-        fields = _twist_fields(kind, shape, names)
+        fields = twist_fields(kind, shape, names)
         if message == TWIST_STAMPED:
             stamped = tuple(f"twist.{field}" for field in fields)
             return Binding(TWIST_STAMPED, kind, stamped, stem="cmd_vel")
         return Binding(TWIST, kind, fields, stem="cmd_vel")
     if kind in _POSE_KINDS:
         _check_message(message, POSE_STAMPED, kind)
-        fields = _pose_fields(kind, shape, names)
+        fields = pose_fields(kind, shape, names, POSE_STAMPED)
         stem = "goal_pose" if kind.startswith("command/") else "pose"
         return Binding(POSE_STAMPED, kind, tuple(f"pose.{f}" for f in fields), stem=stem)
     return None
+
+
+def _odometry(kind: str, shape: tuple[int, ...], names: tuple) -> Binding | None:
+    fields = odometry_fields(kind, shape, names)
+    return None if fields is None else Binding(ODOMETRY, kind, fields, stem="odom")
+
+
+def _choose_sensor(
+    kind: str,
+    shape: tuple[int, ...],
+    dtype: str,
+    element_names: tuple,
+    message: str,
+    override: PortOverride,
+) -> Binding:
+    """An Image or PointCloud2 binding; its topic is the port's own (no ``stem``)."""
+    if kind == TERRAIN_HEIGHT and message != IMAGE:
+        _check_message(message, POINT_CLOUD2, kind)
+        if override.scale is not None or override.names:
+            raise _UnfitError("ports.<port>.scale and names apply to images, not PointCloud2")
+        if not dtype.startswith("float"):
+            raise _UnfitError(f"heights from a PointCloud2 go into a float port, not {dtype}")
+        return Binding(POINT_CLOUD2, kind, ("z",), layout=cloud_layout(shape, override.layout))
+    _check_message(message, IMAGE, kind)
+    layout, channels = image_layout(
+        kind, shape, dtype, element_names, channels=override.names, layout=override.layout
+    )
+    encodings = accepted_encodings(kind, channels, dtype)
+    integer = [name for name in encodings if name != "32FC1"]
+    scale = default_scale(kind, dtype) if integer else 1.0
+    if override.scale is not None:
+        if not integer or not dtype.startswith("float"):
+            raise _UnfitError(
+                f"ports.<port>.scale applies to a float port taking integer pixels; this "
+                f"{dtype} port takes {', '.join(encodings)} as they are"
+            )
+        scale = override.scale
+    return Binding(IMAGE, kind, channels, layout=layout, scale=scale)
 
 
 def _choose_output(kind, shape, names, message, order, period_ms) -> Binding | None:
@@ -255,19 +339,14 @@ _IMU_FIELDS = {
     "state/body/rotation": ("orientation", 4),
 }
 _POSE_KINDS = ("state/body/pose", "state/body/position", "command/body/pose")
+_ODOMETRY_KINDS = ("state/body/linear_velocity", "state/body/velocity")  # Odometry by default
+_SENSOR_KINDS = (CAMERA_IMAGE, CAMERA_DEPTH, TERRAIN_HEIGHT)
 
 
 def _check_message(asked: str, fits: str | tuple[str, ...], kind: str) -> None:
     fits = (fits,) if isinstance(fits, str) else fits
     if asked and asked not in fits:
         raise _UnfitError(f"kind {kind!r} comes in {' or '.join(fits)}, not {asked}")
-
-
-def _check_count(kind: str, shape: tuple[int, ...], count: int, message: str) -> None:
-    if not shape or shape[-1] != count or math.prod(shape) != count:
-        raise _UnfitError(
-            f"kind {kind!r} in {message} has {count} elements, the port's shape is {list(shape)}"
-        )
 
 
 def _joint_names(kind: str, shape: tuple[int, ...], names: tuple, *, leading_one: bool) -> tuple:
@@ -296,49 +375,3 @@ def _wire_order(kind: str, joints: tuple, order: tuple) -> tuple:
             f"{list(joints)} (missing {missing}, unknown {unknown})"
         )
     return tuple(order)
-
-
-def _quaternion_axes(names: tuple) -> tuple[str, ...]:
-    plain = tuple(str(name).lower().removeprefix("q") for name in names)
-    if names and sorted(plain) == ["w", "x", "y", "z"]:
-        return plain
-    return ("w", "x", "y", "z")
-
-
-_TWIST_NAMES = {
-    "linear.x": ("lin_vel_x", "vx", "linear_x", "x"),
-    "linear.y": ("lin_vel_y", "vy", "linear_y", "y"),
-    "linear.z": ("lin_vel_z", "vz", "linear_z", "z"),
-    "angular.x": ("ang_vel_x", "wx", "angular_x", "roll_rate"),
-    "angular.y": ("ang_vel_y", "wy", "angular_y", "pitch_rate"),
-    "angular.z": ("ang_vel_z", "wz", "angular_z", "yaw_rate", "yaw"),
-}
-_TWIST_ALIASES = {alias: field for field, aliases in _TWIST_NAMES.items() for alias in aliases}
-_TWIST_ALIASES.update({field: field for field in _TWIST_NAMES})
-
-
-def _twist_fields(kind: str, shape: tuple[int, ...], names: tuple) -> tuple[str, ...]:
-    count = math.prod(shape) if shape else 1
-    if names:
-        fields = tuple(_TWIST_ALIASES.get(str(name).lower(), "") for name in names)
-        if all(fields) and len(set(fields)) == len(fields) and len(fields) == count:
-            return fields
-        raise _UnfitError(f"names {list(names)} are not Twist fields (e.g. lin_vel_x, ang_vel_z)")
-    if count == 3:
-        return ("linear.x", "linear.y", "angular.z")
-    if count == 6:
-        return tuple(_TWIST_NAMES)
-    raise _UnfitError(
-        f"kind {kind!r} with {count} elements needs names such as lin_vel_x, ang_vel_z "
-        "(3 elements are vx, vy, yaw rate; 6 are linear then angular)"
-    )
-
-
-def _pose_fields(kind: str, shape: tuple[int, ...], names: tuple) -> tuple[str, ...]:
-    position = ("position.x", "position.y", "position.z")
-    if kind == "state/body/position":
-        _check_count(kind, shape, 3, POSE_STAMPED)
-        return position
-    _check_count(kind, shape, 7, POSE_STAMPED)
-    axes = _quaternion_axes(names[3:]) if len(names) == 7 else ("w", "x", "y", "z")
-    return position + tuple(f"orientation.{axis}" for axis in axes)

@@ -12,8 +12,9 @@ anywhere. The mapping (see the project's design brief):
   bfloat16 as Float32), except the external inputs and the outputs whose meaning (``kind``,
   ``element_names``, or the node's ``ports.<port>.*`` overrides) picks a standard robot message
   (:mod:`leapp_ros.plan.bindings`): those inputs subscribe to ``<node>/<stem>`` (``joint_states``,
-  ``imu``, ``cmd_vel``, ``pose``), one topic per message type; an output that another node
-  consumes keeps its MultiArray (both ends are ours);
+  ``imu``, ``cmd_vel``, ``pose``, ``odom``), one topic per message type, except images and
+  clouds (``<node>/<port>``, one per port); an output that another node consumes keeps its
+  MultiArray (both ends are ours);
 - QoS: depth 1, volatile; publishers reliable, subscriptions best effort ("newest wins");
 - firing: when every triggering input has a new message, or on a timer (``rate_hz``, by default
   ``pipeline.configs.frequency``) with the latest values.
@@ -152,7 +153,9 @@ def _input_plan(
         where = f"node {model.name!r} input {port.name!r}"
         binding, note = _bind("input", port, overrides.get(port.name), where)
         if binding is not None:
-            topic, wire = f"{model.name}/{binding.stem}", binding.message_type
+            # an Image or PointCloud2 has a topic of its own: the port's name
+            topic = f"{model.name}/{binding.stem or port.name}"
+            wire = binding.message_type
     elif port.name in overrides:
         raise PlanError(
             f"node {model.name!r} input {port.name!r} is fed by {source}, not from outside: "
@@ -219,6 +222,7 @@ def _bind(
             override,
             where=where,
             temporal_period_ms=period_ms,
+            dtype=port.dtype,
         )
     except BindingError as e:
         raise PlanError(str(e)) from e

@@ -41,10 +41,11 @@ The parameters of a pipeline node (all read once at startup):
     run whose results hold one (nothing is published, state inputs keep their value); each is
     counted (``nonfinite_inputs``, ``nonfinite_outputs``) and logged at most once a second.
     ``publish``: such values go through as any other.
-``ports.<port>.message|kind|names|order``
+``ports.<port>.message|kind|names|order|layout|scale``
     The message of an external input or an output (see :mod:`leapp_ros.plan.bindings` and the
     README's robot messages): a type, or ``multiarray``; the port's kind and joint names for
-    exports without semantics; the joint order on the wire of an output.
+    exports without semantics; the joint order on the wire of an output; an image's axes and
+    pixel scale (:mod:`leapp_ros.plan.port_override`).
 ``autostart`` (bool)
     true (default): configure and activate at startup; false: wait for ``ros2 lifecycle``.
 ``input_timeout_ms`` (number)
@@ -74,8 +75,13 @@ import numpy as np
 
 from leapp.errors import LeappError
 from leapp.spec import ModelSpec, Spec
-from leapp_ros.plan.bindings import PortOverride
 from leapp_ros.plan.pipeline import Firing, NodePlan, QosPlan
+from leapp_ros.plan.port_override import (
+    PORT_PARAMETERS,
+    OverrideError,
+    PortOverride,
+    port_override,
+)
 
 __all__ = [
     "NONFINITE_POLICIES",
@@ -118,14 +124,6 @@ PARAMETERS: tuple[tuple[str, Any, str], ...] = (
 
 NONFINITE_POLICIES = ("drop", "publish")
 SYNC_MODES = ("arrival", "exact", "approximate")
-
-PORT_PARAMETERS: tuple[tuple[str, str], ...] = (
-    ("message", "message type (e.g. sensor_msgs/msg/JointState), or 'multiarray'"),
-    ("kind", "the port's kind when the export has none (e.g. state/joint/position)"),
-    ("names", "element names of the port's last axis (joint names), in tensor order"),
-    ("order", "outputs: joint order on the wire (a forward controller's joints)"),
-)
-"""``ports.<port>.<name>`` parameters of every port of the node: ``(name, description)``."""
 
 
 def declare_parameters(node: Any) -> dict[str, Any]:
@@ -202,7 +200,8 @@ def declare_port_overrides(node: Any, *models: ModelSpec) -> dict[str, PortOverr
     if unknown:  # a warning, not an error: a "/**" section reaches every node
         node.get_logger().warning(
             f"node {owner}: parameter(s) {unknown} name no port of this node, ignored "
-            f"them; its ports are {ports} and each takes ports.<port>.message|kind|names|order"
+            f"them; its ports are {ports} and each takes ports.<port>."
+            f"{'|'.join(name for name, _ in PORT_PARAMETERS)}"
             " (outputs also safe_action|safe_values|min|max|max_step)"
         )
     return found
@@ -242,21 +241,10 @@ def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _port_override(where: str, values: Mapping[str, Any]) -> PortOverride:
-    texts, lists = {}, {}
-    for name in ("message", "kind"):
-        value = values.get(name)
-        if value is not None and not isinstance(value, str):
-            raise StartupError(f"{where}.{name} must be a string, got {value!r}")
-        texts[name] = value or ""
-    for name in ("names", "order"):
-        value = values.get(name)
-        sequence = isinstance(value, Sequence) and not isinstance(value, (str, bytes))
-        if value is not None and not (sequence and all(isinstance(v, str) for v in value)):
-            raise StartupError(
-                f"{where}.{name} must be a list of names such as [hip, knee], got {value!r}"
-            )
-        lists[name] = tuple(value or ())
-    return PortOverride(**texts, **lists)
+    try:
+        return port_override(where, values)
+    except OverrideError as e:
+        raise StartupError(str(e)) from None
 
 
 def _whole_number(name: str, value: Any) -> int:

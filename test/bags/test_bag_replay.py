@@ -15,7 +15,6 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,9 +23,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from support.recording import installed_type_hash, start_recorder, wait_for_recorders
 from support.recurrent import export_gru, gru_loop
 from support.robot import export_robot
-from support.ros import REPO, eager_seed, export_seed
+from support.ros import eager_seed, export_seed
 from support.weights import export_perturbed_seed
 
 from leapp_ros.bag.bag_file import BagWriter, read_bag
@@ -34,7 +34,7 @@ from leapp_ros.bag.bag_ticks import BagTick, BagTicks, load_ticks
 from leapp_ros.messages.multiarray import codec
 from leapp_ros.messages.raw_multiarray import RawArrayCodec
 from leapp_ros.run.processes import load_plan
-from leapp_ros.testing import Deployment, GraphUnderTest, ros_env
+from leapp_ros.testing import Deployment, GraphUnderTest
 from leapp_ros.tools.cli import main
 
 pytestmark = pytest.mark.ros
@@ -56,33 +56,6 @@ ROBOT_REMAPS = [
 ]
 
 
-def recorders(graph: GraphUnderTest, topic: str) -> int:
-    """How many leapp recorders subscribe to ``topic``."""
-    infos = graph.probe.node.get_subscriptions_info_by_topic(topic)
-    return sum(info.node_name.startswith("leapp_recorder") for info in infos)
-
-
-def wait_for_recorders(
-    graph: GraphUnderTest, counts: dict[str, int], processes: list, timeout_s=30.0
-) -> None:
-    """Until ``counts[topic]`` recorders subscribe to each topic (failing at once, with its
-    output, when a recorder process ended)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        waiting = [topic for topic, count in counts.items() if recorders(graph, topic) < count]
-        if not waiting:
-            break
-        for process in processes:
-            assert process.poll() is None, f"a recorder ended: {process.communicate()[0]}"
-        assert time.monotonic() < deadline, f"the recorders never subscribed to {waiting}"
-        graph.spin(0.05)
-    # and the graph's publishers matched the recorders too: every endpoint the probe discovered
-    # on a topic, the recorders' included, is matched in the nodes' status records
-    while gaps := graph.probe.connection_gaps(graph.plan.namespace):
-        assert time.monotonic() < deadline, f"the graph never matched the recorders: {gaps}"
-        graph.spin(0.05)
-
-
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     """The seed graph (composed) driven for TICKS ticks while two ``leapp-ros record`` ran:
@@ -94,12 +67,7 @@ def recorded(tmp_path_factory):
     with GraphUnderTest(seed.path, Deployment.COMPOSED) as graph:
 
         def start(*options: str) -> subprocess.Popen:
-            command = [sys.executable, "-m", "leapp_ros.tools.cli", "record", str(seed.path)]
-            return subprocess.Popen(
-                [*command, *options], env=ros_env(graph.domain_id), cwd=REPO,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                text=True,
-            )  # fmt: skip
+            return start_recorder(graph, seed.path, *options)
 
         recorder = start("--out", str(bag))
         timed = start("--out", str(partial), "--storage", "sqlite3", "--duration",
@@ -162,19 +130,6 @@ def test_a_timed_recording_of_chosen_topics_into_sqlite3_ends_by_itself(recorded
         f"{counts} of {TICKS} ticks; the last tick was answered {recorded.stepped_s:.1f} s after "
         f"the timed recorder ({DURATION_S} s) started"
     )
-
-
-def installed_type_hash(message_type: str) -> str:
-    """The RIHS01 hash of ``message_type`` in the installed ROS 2 package's type description
-    (what rosbag2 and DDS compare a bag's types with)."""
-    import json
-
-    from ament_index_python.packages import get_package_share_directory
-
-    package, _, name = message_type.split("/")
-    description = Path(get_package_share_directory(package)) / "msg" / f"{name}.json"
-    hashes = json.loads(description.read_text(encoding="utf-8"))["type_hashes"]
-    return next(h["hash_string"] for h in hashes if h["type_name"] == message_type)
 
 
 def test_recorded_bags_read_the_same_with_independent_readers_and_carry_the_installed_types(
