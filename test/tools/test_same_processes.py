@@ -18,6 +18,7 @@ from __future__ import annotations
 import shutil
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -168,11 +169,24 @@ def node_parameters(probe: Probe, node: str, timeout_s: float) -> dict:
     from rclpy.parameter import parameter_value_to_python
 
     def call(service, name, request):
+        """The service's response. ``service_is_ready`` sees the server's request side only:
+        a response sent before the server's response writer matched this client is lost
+        (seen on Jazzy under load), so a request that got no answer is asked again; these
+        requests only read, so asking twice changes nothing."""
         client = probe.node.create_client(service, f"{node}/{name}")
+        deadline = time.monotonic() + timeout_s
         try:
             probe.spin_until(client.service_is_ready, timeout_s, f"{node}/{name}")
-            future = client.call_async(request)
-            return probe.spin_until(lambda: future.done() and future.result(), timeout_s, name)
+            while True:
+                future = client.call_async(request)
+                give_up = min(deadline, time.monotonic() + 5.0)
+                probe.spin_until(
+                    lambda f=future, t=give_up: f.done() or time.monotonic() > t, timeout_s, name
+                )
+                if future.done() and future.result() is not None:
+                    return future.result()
+                client.remove_pending_request(future)
+                assert time.monotonic() < deadline, f"{node}/{name}: no answer in {timeout_s} s"
         finally:
             probe.node.destroy_client(client)
 
