@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Lint and test: ruff check, ruff format --check, the docs build (mkdocs --strict), then
 # pytest on test/. Extra arguments go to pytest (e.g. `bash scripts/test.sh -k spec -x`). Sets
-# up .venv first if needed (see setup.sh), with ROS discovery limited to this machine and a ROS_DOMAIN_ID of this run's own, and NVIDIA's
-# leapp 0.7.2 in .venv-nvidia where PyPI is reachable (scripts/nvidia_leapp.sh).
+# up .venv first if needed (see setup.sh), with ROS discovery limited to this machine and a
+# ROS_DOMAIN_ID of this run's own, and NVIDIA's leapp 0.7.2 in .venv-nvidia where PyPI is
+# reachable (scripts/nvidia_leapp.sh).
 #
 #   bash scripts/test.sh --lane jazzy [pytest arguments]
 #
