@@ -200,7 +200,7 @@ def train(out: Path, seed: int = 0) -> deploy.Policy:
         falls = sum(walk.fell for walk in fresh)
         print(f"round {round_}: fitted on {len(obs)} states (RMS error {error:.4f} rad); its "
               f"own walks: RMS error {held_out_error(policy, fresh):.4f} rad, {falls}/{WALKS} "
-              f"fell ({time.monotonic() - began:.0f} s)")  # fmt: skip
+              "fell")  # fmt: skip
         policy.train()
         walks += fresh
     policy.eval()
@@ -211,7 +211,7 @@ def train(out: Path, seed: int = 0) -> deploy.Policy:
     print(f"at the map's command {command.tolist()} for {robot.map.ticks} ticks:")
     for name, actor in (("teacher", teacher), ("policy", student(policy))):
         print(describe(name, robot.walk(actor, command, robot.map.ticks), seconds))
-    print(f"wrote {out}")
+    print(f"wrote {out} ({time.monotonic() - began:.0f} s)")
     return policy
 
 
