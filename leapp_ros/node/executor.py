@@ -155,9 +155,9 @@ def leave_process(code: int) -> NoReturn:
     with torch loaded is most of a node's time from SIGINT to exit, and on a loaded machine
     can outlast the grace period after which ``ros2 launch`` escalates to SIGTERM (figures:
     docs, explanation, performance). Nothing is lost by skipping it: the process owns no files
-    or devices that the kernel does not release at exit, and no Python threads of its own to wait for (the
-    middleware's threads end with the process, after the context has let its participant
-    go).
+    or devices that the kernel does not release at exit, and no Python threads of its own to
+    wait for (the middleware's threads end with the process, after the context has let its
+    participant go).
     """
     try:
         atexit._run_exitfuncs()  # the handlers a normal exit would run, in the same order
