@@ -43,8 +43,8 @@ The parameters of a pipeline node (all read once at startup):
     ``publish``: such values go through as any other.
 ``ports.<port>.message|kind|names|order``
     The message of an external input or an output (see :mod:`leapp_ros.plan.bindings` and the
-    README's robot messages): a type, or ``multiarray``; the port's kind and joint names for
-    exports without semantics; the joint order on the wire of an output.
+    docs' how-to on robot messages): a type, or ``multiarray``; the port's kind and joint
+    names for exports without semantics; the joint order on the wire of an output.
 ``autostart`` (bool)
     true (default): configure and activate at startup; false: wait for ``ros2 lifecycle``.
 ``input_timeout_ms`` (number)
