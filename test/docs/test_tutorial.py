@@ -2,7 +2,9 @@
 runs, in the page's order, from a fresh folder that has the repository's ``examples/``, and
 exits 0; the blocks a reader runs in a second terminal run in the background until their
 section ends, then stop on SIGINT (Ctrl-C) with exit code 0 (``support.page_blocks`` reads
-the page's directives).
+the page's directives). Before the next step, the test waits for the background block's ready
+text and until ``ros2 lifecycle nodes`` shows the nodes the section's ``ros2 lifecycle``
+commands name: a node is up before the ros2 CLI's discovery has seen its services.
 
 So the page cannot drift from the code: the policy is fitted (``train.py``), exported, run
 in MuJoCo through the live graph (``leapp-ros sim`` exits 1 if the graph's commands differ
@@ -14,6 +16,7 @@ robot's topics with the robot's parameters, through its lifecycle and e-stop, st
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -40,13 +43,14 @@ ROOT = Path(__file__).resolve().parents[2]
 STEP_TIMEOUT_S = 600.0  # the longest step (train.py) takes about a minute on a busy machine
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
+_LIFECYCLE_NODE = re.compile(r"ros2 lifecycle (?:get|set) (/\S+)")
 
 
 class Background:
     """A block running as in a second terminal: its output collected as it comes."""
 
     def __init__(self, block: Block, folder: Path, env: dict[str, str]):
-        self.block = block
+        self.block, self.env = block, env
         self.process = subprocess.Popen(
             ["bash", "-euo", "pipefail", "-c", block.code],
             cwd=folder,
@@ -68,7 +72,9 @@ class Background:
     def text(self) -> str:
         return "".join(self.output)
 
-    def wait_ready(self, page: Path) -> None:
+    def wait_ready(self, page: Path, nodes: set[str]) -> None:
+        """Until its output shows the block's ready text, then until the ros2 CLI sees
+        ``nodes`` and their lifecycle services (discovery takes its time after a node is up)."""
         deadline = time.monotonic() + READY_TIMEOUT_S
         while self.block.ready not in self.text():
             code = self.process.poll()
@@ -81,6 +87,18 @@ class Background:
                 f"s:\n{self.text()}"
             )
             time.sleep(0.1)
+        ros2, seen = shutil.which("ros2"), ""
+        if ros2 and nodes:  # asked through the daemon the page's commands will ask
+            subprocess.run([ros2, "daemon", "start"], env=self.env, capture_output=True,
+                           timeout=READY_TIMEOUT_S)  # fmt: skip
+        while ros2 and nodes and not nodes <= set(seen.split()):
+            assert time.monotonic() < deadline, (
+                f"{self.block.where(page)}: ros2 lifecycle nodes shows no {sorted(nodes)} in "
+                f"{READY_TIMEOUT_S} s: {seen!r}\n{self.text()}"
+            )
+            listed = subprocess.run([ros2, "lifecycle", "nodes"], env=self.env, text=True,
+                                    capture_output=True, timeout=READY_TIMEOUT_S)  # fmt: skip
+            seen = listed.stdout
 
     def interrupt(self, page: Path) -> None:
         """Ctrl-C: SIGINT to its process group, then its exit code must be 0."""
@@ -123,17 +141,21 @@ def run_page(page: Path, folder: Path, domain_id: int) -> dict[int, str]:
     outputs: dict[int, str] = {}
     running: list[Background] = []
     section = None
+    blocks = page_blocks(page)
     try:
-        for block in page_blocks(page):
+        for block in blocks:
             if block.section != section:
                 while running:
                     running.pop().interrupt(page)
+                stop_ros2_daemon(env, domain_id)  # its view of the graph that just stopped
                 section = block.section
             if block.mode == "run":
                 outputs[block.line] = run_step(block, page, folder, env)
             elif block.mode == "background":
+                named = {node for later in blocks if later.section == block.section
+                         for node in _LIFECYCLE_NODE.findall(later.code)}  # fmt: skip
                 running.append(Background(block, folder, env))
-                running[-1].wait_ready(page)
+                running[-1].wait_ready(page, named)
         while running:
             running.pop().interrupt(page)
     finally:
