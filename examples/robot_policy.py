@@ -1,6 +1,8 @@
 """A seed-like locomotion policy whose ports say what they mean, so its ROS graph speaks the
 robot's own messages: ``sensor_msgs/JointState`` and ``Imu`` and ``geometry_msgs/Twist`` in,
-``std_msgs/Float64MultiArray`` joint targets out (see the README's robot messages).
+``std_msgs/Float64MultiArray`` joint targets out (docs: how-to, robot messages). Its weights are
+seeded at random: it shows the messages, and the tests use it for them; the tutorial's
+``examples/quadruped/`` has a policy fitted to walk a simulated robot.
 
 Two nodes: ``preprocess`` (TorchScript) builds the observation from joint positions and
 velocities, the base angular velocity and orientation (projected gravity) and the velocity
@@ -9,11 +11,12 @@ command; ``policy`` (ONNX) maps it to joint position targets. Run it as is to ex
 
     python examples/robot_policy.py
 
-then run it against the robot's topics with plain ROS remapping, e.g.::
+then run it against the robot's topics with ROS remap rules (``--remap FROM:=TO``, the
+``-r FROM:=TO`` of ``--ros-args``, applied to every node), e.g.::
 
-    leapp-ros run robot_policy --ros-args \\
-        -r preprocess/joint_states:=/joint_states -r preprocess/imu:=/imu/data \\
-        -r preprocess/cmd_vel:=/cmd_vel -r policy/joint_targets:=/leg_controller/commands
+    leapp-ros run robot_policy \\
+        --remap preprocess/joint_states:=/joint_states --remap preprocess/imu:=/imu/data \\
+        --remap preprocess/cmd_vel:=/cmd_vel --remap policy/joint_targets:=/leg_controller/commands
 """
 
 import torch

@@ -32,7 +32,7 @@ Arguments:
     nodes        the pipeline nodes to run on this host, a comma list (nodes:=preprocess),
                  empty for all (default). To split a graph over machines, launch each
                  machine's share with the same export, namespace and ROS_DOMAIN_ID; DDS
-                 carries the topics between them (README: "Several machines")
+                 carries the topics between them (docs: how-to, several machines)
     autostart    false: every node starts unconfigured and publishes nothing until
                  `ros2 lifecycle set /<namespace>/<node> configure`, then `activate` (or
                  launch_ros's lifecycle ChangeState events); true (default): as the params

@@ -165,8 +165,8 @@ def _collector_spares_older_objects() -> Iterator[None]:
 
     A compile imports torch.onnx and ONNX Runtime and builds graphs, protos and sessions:
     enough new long-lived objects to start one full collection, which then walks every object
-    of the process, torch's 180 000 included: 80-100 ms of the seed's 0.35-0.45 s
-    ``compile_graph()`` on this project's 2-core CPU. ``gc.freeze()`` sets the objects that
+    of the process, torch's included: a large share of a small pipeline's ``compile_graph()``
+    (figures: docs, explanation, performance). ``gc.freeze()`` sets the objects that
     existed before aside for the duration and ``gc.unfreeze()`` puts them back into the oldest
     generation, so the compile's own garbage, cycles included, is still collected as it goes,
     and nothing older is lost: it is looked at again by the next full collection after the

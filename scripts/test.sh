@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Lint and test: ruff check, ruff format --check, then pytest on test/. Extra arguments go to
-# pytest (e.g. `bash scripts/test.sh -k spec -x`). Sets up .venv first if needed (see setup.sh),
-# with ROS discovery limited to this machine and a ROS_DOMAIN_ID of this run's own, and NVIDIA's
-# leapp 0.7.2 in .venv-nvidia where PyPI is reachable (scripts/nvidia_leapp.sh).
+# Lint and test: ruff check, ruff format --check, the docs build (mkdocs --strict), then
+# pytest on test/. Extra arguments go to pytest (e.g. `bash scripts/test.sh -k spec -x`). Sets
+# up .venv first if needed (see setup.sh), with ROS discovery limited to this machine and a
+# ROS_DOMAIN_ID of this run's own, and NVIDIA's leapp 0.7.2 in .venv-nvidia where PyPI is
+# reachable (scripts/nvidia_leapp.sh).
 #
 #   bash scripts/test.sh --lane jazzy [pytest arguments]
 #
@@ -49,5 +50,8 @@ echo "test: lane $lane, $VIRTUAL_ENV, ROS_DOMAIN_ID=$ROS_DOMAIN_ID" \
 if [[ "$lane" == main ]]; then
     ruff check .
     ruff format --check .
+    # The documentation site, warnings as errors (links between pages and to their anchors
+    # included); its reference pages and pictures are generated from the code as it builds.
+    NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet
 fi
 python -m pytest "${tests[@]}" -q --durations=15 "$@"

@@ -8,10 +8,10 @@ process-wide state for the duration of that call, and puts back after it.
 - the exporter's last step, which parses the written model with the ``onnx`` package to insert
   the ONNX functions of custom-domain operations registered with onnxscript functions
   (``onnx_proto_utils._add_onnxscript_fn``), runs only when such a registration exists. Without
-  one there is nothing to insert and the step returns the bytes unchanged, but the import of
-  ``onnx`` alone cost 0.55 s on this project's 2-core CPU (``onnx`` imports ``ml_dtypes``, whose
-  0.7 extension registers its NumPy loops for that long; 0.6 took 8 ms): more than the rest of
-  ``compile_graph`` for the seed pipeline. Where ``onnx`` is imported already, where a
+  one there is nothing to insert and the step returns the bytes unchanged, but importing
+  ``onnx`` (which imports ``ml_dtypes`` and registers its NumPy loops) can cost more than the
+  rest of ``compile_graph`` for a small pipeline (figures: docs, explanation, performance).
+  Where ``onnx`` is imported already, where a
   custom-domain function is registered, or where this torch lacks the step, torch's own step
   runs as it is.
 """

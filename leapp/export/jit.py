@@ -3,13 +3,11 @@
 The artifact is loaded with plain ``torch.jit.load(path)`` (no leapp needed) and called with the
 input tensors in port order; its ``forward`` arguments carry the port names.
 
-Measured on the seed's ``preprocess`` node (2-core CPU, torch 2.13): scripting takes 6-10 ms
-(16-21 ms before its attempt to script the module's ``torch.fx.Graph`` was skipped, see
-:func:`_script`), saving under 1 ms. ``torch.jit.freeze`` and ``optimize_for_inference`` were
-tried: results stay identical, but loading plus the first runs got no measurably faster (4.4 vs
-4.5 ms load, same 1.7 ms first call, same 4 us per call afterwards), and a frozen module no
-longer exposes its parameters to users who inspect it, so the plain scripted module is saved
-(the runtime freezes its own copy for the static runtime: :mod:`leapp.run.static_runtime`).
+The plain scripted module is saved: ``torch.jit.freeze`` and ``optimize_for_inference`` give
+identical results and load and run no faster (figures: docs, explanation, performance), and a
+frozen module no longer exposes its parameters to users who inspect it (the runtime freezes
+its own copy for the static runtime: :mod:`leapp.run.static_runtime`). Scripting skips its
+attempt to script the module's ``torch.fx.Graph`` (:func:`_script`).
 """
 
 from __future__ import annotations
@@ -119,8 +117,8 @@ def _compile(
 def _script(graph_module: torch.fx.GraphModule) -> torch.jit.ScriptModule:
     """``torch.jit.script(graph_module)`` without its attempt to compile the module's
     ``torch.fx.Graph`` (the ``_graph`` attribute) as a TorchScript class: that attempt reads
-    the source of every method of ``Graph``, took 16 of the 21 ms of scripting the seed's
-    ``preprocess``, and always fails, which leaves the attribute out of the scripted module.
+    the source of every method of ``Graph``, costs most of the scripting of a small node, and
+    always fails, which leaves the attribute out of the scripted module.
     Declared ignored for this one call, it is left out without the attempt."""
     ignored = list(getattr(graph_module, "__jit_ignored_attributes__", ()))
     if isinstance(getattr(graph_module, "_graph", None), torch.fx.Graph):

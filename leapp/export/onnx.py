@@ -1,11 +1,11 @@
 """ONNX backend: export the node's graph to ``<node>.onnx`` (opset 20).
 
-Exporter choice, measured on this project's 2-core CPU with torch 2.13: the TorchScript-based
-exporter (``torch.onnx.export(..., dynamo=False)``) writes the seed's Linear+tanh policy in about
-0.15 s for the first export of a process (mostly registering its op table and importing onnx)
-and 2-3 ms for every later one. The ``torch.export``-based exporter needs the onnxscript package
-(not a dependency of leapp) and takes seconds for the same graph. Our graphs are static and
-already pure, which is exactly what the TorchScript-based exporter handles well, so it is used.
+Exporter choice: the TorchScript-based exporter (``torch.onnx.export(..., dynamo=False)``)
+pays its setup (registering its op table, importing onnx) once per process and is quick for
+every later graph; the ``torch.export``-based exporter needs the onnxscript package (not a
+dependency of leapp) and is much slower for the same graph (figures: docs, explanation,
+performance). Our graphs are static and already pure, which is exactly what the
+TorchScript-based exporter handles well, so it is used.
 Its highest supported opset is 20 (the version NVIDIA's LEAPP writes as well); higher requests
 fall back to 20 with a warning, so 20 is asked for explicitly.
 

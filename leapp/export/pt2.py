@@ -2,8 +2,8 @@
 
 The artifact loads with ``torch.export.load(path).module()`` and needs a compatible torch, so
 the torch version that wrote it is recorded as ``torch_version``. ``torch.export`` is slow to
-warm up (about 1 s for its first graph in a process on a 2-core CPU); the exporter modules are
-only imported when a pt2 node is exported.
+warm up for its first graph in a process; the exporter modules are only imported when a pt2
+node is exported.
 """
 
 from __future__ import annotations

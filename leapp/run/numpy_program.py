@@ -4,9 +4,8 @@ A ROS node keeps its values as NumPy arrays. A TorchScript node of a few element
 shape operations (an observation normalization: subtract, divide, clamp, concatenate) costs
 little when warm, but on a robot's data path it runs once per message, after the middleware
 and the executor have taken the CPU's caches: then the dispatcher and the runtime behind
-``torch.from_numpy`` -> TorchScript -> ``Tensor.numpy`` cost about 30 us on this project's
-2-core CPU (the seed's ``preprocess`` in a tick of bench/ros_latency.py's fused mode), where
-the same four NumPy calls cost about 8 us.
+``torch.from_numpy`` -> TorchScript -> ``Tensor.numpy`` cost several times what the same few
+NumPy calls cost (figures: docs, explanation, performance).
 
 :func:`numpy_program` reads the frozen graph (``torch.jit.freeze(..., optimize_numerics=False)``:
 the module's tensors become constants, no pass that may change a result) and, when every

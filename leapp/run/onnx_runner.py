@@ -42,8 +42,8 @@ _WARMUP_RUNS = 2
 def session_options() -> Any:
     """ONNX Runtime session options of a deployed node: one intra-op, one inter-op thread,
     and neither the CPU memory arena nor memory patterns: for a policy-sized model both cost
-    more per run than the allocations they save (the seed's ``Pipeline.step`` took 0.3 us
-    less without them; an MLP of 3 x 256 units ran alike, 9.2 us either way)."""
+    more per run than the allocations they save, or the same (figures: docs, explanation,
+    performance)."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
@@ -248,7 +248,7 @@ def _check_feeds(
     """Zeros, then values that differ from element to element and from input to input in the
     floating inputs: a bound run that returns stale or zeroed buffers, or mixes up two inputs,
     disagrees with ``session.run`` on one. (A fixed pattern, not ``numpy.random``: importing
-    that took 6 ms, a quarter of the validation of the seed.)"""
+    that costs a large share of a small pipeline's validation.)"""
     zeros = {name: np.zeros(shape, dtype) for name, dtype, shape in inputs}
     mixed = {
         name: _pattern(shape, n).astype(dtype)

@@ -1,11 +1,11 @@
 """TorchScript artifacts run by TorchScript's static runtime, where it gives exactly what the
 graph executor gives.
 
-``ScriptModule.forward`` goes through the graph executor: about 1.6 us of entry and 1 us per
-operation on this project's 2-core CPU (5.3 us for the seed's ``preprocess``, four small
-operations). The static runtime (``torch._C._jit_to_static_module``, the runtime PyTorch
-serves TorchScript inference with) runs the same ATen kernels through their ``out=`` forms,
-with the intermediate tensors planned once: 3.7 us for the same node. It runs a frozen copy of
+``ScriptModule.forward`` goes through the graph executor: a cost on entry and per operation.
+The static runtime (``torch._C._jit_to_static_module``, the runtime PyTorch serves
+TorchScript inference with) runs the same ATen kernels through their ``out=`` forms, with the
+intermediate tensors planned once, which costs less per call for the small nodes of a policy
+pipeline (figures: docs, explanation, performance). It runs a frozen copy of
 the module (``torch.jit.freeze(..., optimize_numerics=False)``: no pass that may change a
 result; the file and the loaded module stay as they are).
 

@@ -151,14 +151,13 @@ def leave_process(code: int) -> NoReturn:
 
     Runs what ``atexit`` holds (Python's logging handlers, torch's and multiprocessing's
     clean-ups), flushes Python's and C's output streams, then ``os._exit``: the interpreter's
-    own teardown is skipped. That teardown frees every module and object one by one, and
-    with torch loaded it costs 0.7 s of CPU (measured: most of a TorchScript node's 0.9 s
-    from SIGINT to exit), and more on a loaded machine: in one CI run a TorchScript node that
-    had said goodbye was still alive 5 s after SIGINT, when ``ros2 launch`` escalates to
-    SIGTERM. Nothing is lost by skipping it: the process owns no files or devices that the
-    kernel does not release at exit, and no Python threads of its own to wait for (the
-    middleware's threads end with the process, after the context has let its participant
-    go).
+    own teardown is skipped. That teardown frees every module and object one by one, which
+    with torch loaded is most of a node's time from SIGINT to exit, and on a loaded machine
+    can outlast the grace period after which ``ros2 launch`` escalates to SIGTERM (figures:
+    docs, explanation, performance). Nothing is lost by skipping it: the process owns no files
+    or devices that the kernel does not release at exit, and no Python threads of its own to
+    wait for (the middleware's threads end with the process, after the context has let its
+    participant go).
     """
     try:
         atexit._run_exitfuncs()  # the handlers a normal exit would run, in the same order

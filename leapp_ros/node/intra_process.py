@@ -11,7 +11,7 @@ topic, as rclcpp's intra-process manager does for C++ nodes:
   once, inside the producer's tick, on the very array (no copy, no message); the producer
   publishes its pipeline results (outputs no local node reads) first, and the outputs it
   handed over afterwards, so the end of the chain is not delayed by the middle (deferring
-  those to a later executor task was measured slower: a task costs more than the publish);
+  those to a later executor task is slower: a task costs more than the publish);
 - every topic is still advertised and subscribed as before (``ros2 topic echo``, bags, other
   processes and hosts see the same graph), and a consumer ignores the middleware's copy of a
   message whose topic a node of its own bus publishes: a topic that a pipeline node of this

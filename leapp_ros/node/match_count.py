@@ -3,8 +3,8 @@ matched events.
 
 The nodes skip encoding a message nobody takes (an intermediate output of the fused node, a
 value the intra-process bus handed over already), which means asking each tick whether anyone
-subscribes. ``Publisher.get_subscription_count()`` asks the ROS graph each time (about 1 us
-here); a :class:`MatchCount` is told by the middleware when an endpoint matches or leaves (the
+subscribes. ``Publisher.get_subscription_count()`` asks the ROS graph each time; a
+:class:`MatchCount` is told by the middleware when an endpoint matches or leaves (the
 ``matched`` event, delivered by the node's executor), so asking is reading an int. The status
 record reports, for each input subscription, the publishers it matched this way (a subscription
 drops what a publisher sent before the subscription matched it, so a tester waits for it).

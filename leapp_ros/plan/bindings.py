@@ -217,7 +217,7 @@ def bind_port(
             raise BindingError(
                 f"{where}: ports.<port>.message is {message} but the port's kind is "
                 f"{kind or 'not set'}; set ports.<port>.kind to one this message carries "
-                "(see the README section on robot messages)"
+                "(see the docs' how-to on robot messages)"
             )
         reason = f" (kind {kind} has no robot message)" if kind else ""
         return None, "std_msgs MultiArray" + reason

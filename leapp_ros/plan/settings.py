@@ -43,7 +43,7 @@ The parameters of a pipeline node (all read once at startup):
     ``publish``: such values go through as any other.
 ``ports.<port>.message|kind|names|order|layout|scale``
     The message of an external input or an output (see :mod:`leapp_ros.plan.bindings` and the
-    README's robot messages): a type, or ``multiarray``; the port's kind and joint names for
+    docs' how-to on robot messages): a type, or ``multiarray``; the port's kind and joint names for
     exports without semantics; the joint order on the wire of an output; an image's axes and
     pixel scale (:mod:`leapp_ros.plan.port_override`).
 ``autostart`` (bool)

@@ -20,7 +20,7 @@ published a ``ready`` status record, whatever the log level.
 
 ``--nodes`` (repeatable, or a comma list) splits a graph over machines: each host runs its
 nodes with the same export, namespace and ``ROS_DOMAIN_ID``, and DDS carries the topics
-between them (README: "Several machines"). A name the pipeline lacks exits with code 2.
+between them (docs: how-to, several machines). A name the pipeline lacks exits with code 2.
 
 Ctrl-C (SIGINT) or SIGTERM stops every node and exits 0. A node that dies is reported and the
 others are stopped (exit code 1), or with ``--restart`` it is started again (at most 5 times
