@@ -195,7 +195,7 @@ def test_a_killed_node_on_the_other_host_is_restarted_and_answers_again(graph, s
     old = graph.b.started_pids()["policy"]
     mark = len(graph.b.lines)
     # its endpoints stay matched until their lease ends: the client waits for them to go
-    assert graph.ask({"forget": "policy"}, 10)["forgotten"] > 0
+    assert graph.ask({"forget": "policy"}, 30)["forgotten"] > 0
     os.kill(old, signal.SIGKILL)
     graph.b.wait_for(r"'policy' is ready again", START_S, mark)
     assert not pid_alive(old) and graph.b.started_pids()["policy"] != old

@@ -181,6 +181,12 @@ class Client:
         return {"action": found[0], "seconds": time.monotonic() - start, "actions": actions}
 
     def forget(self, command: dict) -> dict:
+        # which endpoint is whose comes with the nodes' discovery info (ros_discovery_info),
+        # which can come later than the endpoints themselves (seen on Jazzy after the link went
+        # down and up): wait until the node's endpoints are named, 20 s at most
+        deadline = time.monotonic() + 20.0
+        while not self._endpoints(command["forget"]) and time.monotonic() < deadline:
+            self.executor.spin_once(timeout_sec=0.05)
         self.forgotten = self._endpoints(command["forget"])
         self.statuses.pop(command["forget"], None)
         return {"forgotten": len(self.forgotten)}
