@@ -14,7 +14,11 @@ layout is in :mod:`leapp_ros.messages.cdr`):
   comparing the bytes before the data with them, and then views the data in place
   (``np.frombuffer``, no copy). Anything else (other labels, a big-endian sender, malformed
   bytes) is parsed field by field and checked exactly as the typed path checks a message:
-  same rules, same :class:`~leapp_ros.messages.multiarray.MessageError` texts.
+  same rules, same :class:`~leapp_ros.messages.multiarray.MessageError` texts;
+- a tick (:mod:`leapp_ros.messages.tick_label`: ``dim0@42``) changes the length of the first
+  label, so a message with one is written from, and recognized by, a buffer laid out for its
+  label's length (one per length, made when first needed); :meth:`RawArrayCodec.tick_of` reads
+  it.
 """
 
 from __future__ import annotations
@@ -25,8 +29,12 @@ import numpy as np
 
 from leapp_ros.messages import cdr
 from leapp_ros.messages.multiarray import MessageError, PortCodec, _tensor_array
+from leapp_ros.messages.tick_label import MARK, label_tick
 
 __all__ = ["RawArrayCodec"]
+
+_LABEL_AT = 12  # the first label's text: after the header, the dim count and its length
+_MAX_DIGITS = 20  # the longest tick a buffer is kept for (2**64 - 1)
 
 
 class RawArrayCodec:
@@ -45,6 +53,8 @@ class RawArrayCodec:
         "_full",
         "_port_numpy",
         "_shaped",
+        "_tick_prefix",
+        "_ticked",
         "_wire",
         "size",
     )
@@ -64,6 +74,10 @@ class RawArrayCodec:
         self._buffer = bytearray(full)
         data = np.frombuffer(self._buffer, self._wire, self.size, self._full[1])
         self._shaped = data.reshape(codec.shape)  # where each message's values are copied to
+        # per length of a ticked first label: its buffer, where its data starts, its data
+        self._ticked: dict[int, tuple[bytearray, int, np.ndarray]] = {}
+        first = codec.layout_dims[0][0] if codec.layout_dims else None
+        self._tick_prefix = None if first is None else (first + MARK).encode()
 
     @property
     def _data_bytes(self) -> int:
@@ -74,9 +88,10 @@ class RawArrayCodec:
         message = cdr.Fields(layout=layout, data=np.zeros(self.size, self._wire))
         return cdr.write(message, self._fields)
 
-    def to_bytes(self, value: Any) -> bytes:
+    def to_bytes(self, value: Any, tick: int | None = None) -> bytes:
         """The serialized message holding ``value`` (a NumPy array or torch tensor of the
-        port's dtype and shape, any strides).
+        port's dtype and shape, any strides), with ``tick`` in its first label when given
+        (ignored for a port without axes).
 
         Raises:
             MessageError: the value's shape or dtype is not the port's.
@@ -85,8 +100,62 @@ class RawArrayCodec:
             value = _tensor_array(value, self._codec.dtype)
         if value.dtype not in self._port_numpy or value.shape != self._codec.shape:
             self._codec.to_message(value)  # raises the typed path's error
-        self._shaped[...] = value  # widens float16 / bfloat16 to float32, bool to 0/1
-        return bytes(self._buffer)
+        if tick is None or self._tick_prefix is None:
+            self._shaped[...] = value  # widens float16 / bfloat16 to float32, bool to 0/1
+            return bytes(self._buffer)
+        text = self._tick_prefix + str(tick).encode()
+        buffer, _, shaped = self._ticked_layout(len(text))
+        buffer[_LABEL_AT : _LABEL_AT + len(text)] = text
+        shaped[...] = value
+        return bytes(buffer)
+
+    def tick_of(self, payload: bytes) -> int | None:
+        """The tick in the first label of ``payload`` (None: it carries none)."""
+        if payload.startswith(self._full[0]) or payload.startswith(self._bare[0]):
+            return None
+        found = self._ticked_data(payload)
+        if found is not None:
+            return found[1]
+        try:
+            dims = cdr.read(payload, self._fields).layout.dim
+        except MessageError:
+            return None
+        return label_tick(dims[0].label) if len(dims) else None
+
+    def _ticked_layout(self, length: int) -> tuple[bytearray, int, np.ndarray]:
+        """The buffer of a message whose first label has ``length`` bytes (a tick's digits
+        written as zeros), where its data starts, and its data as an array of the port."""
+        entry = self._ticked.get(length)
+        if entry is None:
+            labels = self._codec.layout_dims
+            first = self._tick_prefix.decode() + "0" * (length - len(self._tick_prefix))
+            dims = [cdr.Fields(label=a, size=b, stride=c) for a, b, c in labels]
+            dims[0].label = first
+            full = self._serialized(dims)
+            at = len(full) - self._data_bytes
+            buffer = bytearray(full)
+            shaped = np.frombuffer(buffer, self._wire, self.size, at).reshape(self._codec.shape)
+            entry = self._ticked[length] = (buffer, at, shaped)
+        return entry
+
+    def _ticked_data(self, payload: bytes) -> tuple[np.ndarray, int] | None:
+        """The data and the tick of a ``payload`` laid out as this codec writes a ticked
+        message (None: it is not)."""
+        prefix = self._tick_prefix
+        if prefix is None or payload[:8] != self._full[0][:8]:
+            return None
+        length = int.from_bytes(payload[8:_LABEL_AT], "little") - 1  # less its NUL
+        digits = length - len(prefix)
+        if not 0 < digits <= _MAX_DIGITS or not payload.startswith(prefix, _LABEL_AT):
+            return None
+        end = _LABEL_AT + length
+        tick = payload[end - digits : end]
+        if not tick.isdigit():
+            return None
+        buffer, at, _ = self._ticked_layout(length)
+        if len(payload) < at + self._data_bytes or payload[end:at] != buffer[end:at]:
+            return None
+        return np.frombuffer(payload, self._wire, self.size, at), int(tick)
 
     def from_bytes(self, payload: bytes, copy: bool = True) -> Any:
         """The port's array in ``payload``: a writable array of its own, or with ``copy``
@@ -103,7 +172,8 @@ class RawArrayCodec:
                 values = np.frombuffer(payload, self._wire, self.size, at)
                 break
         else:
-            values = self._parsed(payload)
+            ticked = self._ticked_data(payload)
+            values = self._parsed(payload) if ticked is None else ticked[0]
         if self._codec.shape != (self.size,):
             values = values.reshape(self._codec.shape)
         if self._bfloat16:  # torch warns of (and never writes to) a read-only array

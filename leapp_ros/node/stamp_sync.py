@@ -89,6 +89,12 @@ class StampSync:
         self._queues[topic] = deque(maxlen=_DEPTH)
         self._spoilt[topic] = deque(maxlen=_DEPTH)
 
+    def clear(self) -> None:
+        """Forget every queued message (a set formed otherwise: none of them may join a
+        later one); spoilt instants stay spoilt."""
+        for queue in self._queues.values():
+            queue.clear()
+
     def add(self, topic: Hashable, stamp: int, entry: Any) -> dict[Hashable, Any] | None:
         """Queue ``entry`` (a decoded message of ``topic`` stamped ``stamp``); the set it
         completes, ``{topic: entry}``, taken out of the queues, or None."""
