@@ -350,7 +350,7 @@ def _firing(plan: PipelinePlan, settings: dict[str, Any]) -> Any:
         (node.name, p) for node in plan.nodes for p in node.inputs if p.kind == "external"
     ]
     whole = replace(plan.nodes[0], name=plan.name, inputs=tuple(p for _, p in externals))
-    return firing_rule(whole, settings, externals)
+    return firing_rule(whole, settings, externals, owner=_OWNER)
 
 
 def _external_readers(stage: Stage) -> list[Any]:

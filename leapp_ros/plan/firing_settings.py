@@ -65,14 +65,16 @@ def firing_rule(
     plan: NodePlan,
     settings: Mapping[str, Any],
     ports: Sequence[tuple[str, InputPlan]] | None = None,
+    owner: str | None = None,
 ) -> Firing:
     """The plan's firing rule with the node's parameters applied, checked. ``ports`` are the
     inputs ``triggers`` may name, ``(node, input plan)`` each (default: the plan's own); the
-    rule's ``triggers`` are the chosen ones' port names."""
+    rule's ``triggers`` are the chosen ones' port names. ``owner`` names the node in errors
+    (default ``node '<plan name>'``)."""
     mode = settings["firing"]
     if mode not in ("inputs", "timer"):
         raise StartupError(f"parameter firing must be 'inputs' or 'timer', got {mode!r}")
-    owner = f"node {plan.name!r}"
+    owner = owner or f"node {plan.name!r}"
     ports = [(plan.name, port) for port in plan.inputs] if ports is None else ports
     chosen = trigger_ports(owner, settings.get("triggers"), ports)
     if chosen is not None and mode != "inputs":
