@@ -108,6 +108,7 @@ class TestSeedPipeline:
             for topic in (
                 "preprocess/state",
                 "preprocess/velocity",
+                "preprocess/packed_inputs",
                 "preprocess/obs",
                 "policy/action",
                 "_leapp/status",
