@@ -17,11 +17,14 @@ out.
 
 Semantics, as in the other modes:
 
-- firing: ``inputs`` (default) ticks when every external input has a new message since the
-  last tick; ``timer`` ticks at ``rate_hz`` (default ``pipeline.configs.frequency``) on the
-  latest values once every external input has one; a pipeline without external inputs runs on
-  the timer. ``max_input_age`` skips a tick whose external inputs include an older one
-  (counted as ``stale``).
+- firing: ``inputs`` (default) ticks when every trigger has a new message since the last tick
+  (parameter ``triggers``: external inputs, by default all of them; the others are
+  newest-value inputs, :mod:`leapp_ros.node.input_sets`); ``timer`` ticks at ``rate_hz``
+  (default ``pipeline.configs.frequency``) on the latest values once every external input has
+  one; a pipeline without external inputs runs on the timer. ``max_input_age`` skips a tick
+  whose external inputs include an older one (counted as ``stale``). A stage with several
+  external MultiArray inputs takes them as one packed message too, and every output of a tick
+  carries the tick of its set (:mod:`leapp_ros.messages.tick_label`).
 - state and feedback: state inputs keep their node's last output; a feedback input takes its
   producer's output of the previous tick (as :meth:`leapp.Pipeline.step` does), starting from
   ``pipeline.initial_values``.

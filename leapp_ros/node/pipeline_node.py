@@ -10,10 +10,15 @@ artifact's sha256), maps it with :func:`leapp_ros.plan.pipeline.make_plan` under
 namespace, loads and warms up its model, subscribes to one topic per input and advertises one per
 output, then runs the model whenever its firing rule says so and publishes every output.
 
-The ROS parameters (``spec_path``, ``firing``, ``rate_hz``, ``max_input_age``,
+The ROS parameters (``spec_path``, ``firing``, ``triggers``, ``rate_hz``, ``max_input_age``,
 ``cpu_latency_us``, ``cpu_affinity``, ``on_nonfinite``, ``sync``, ``autostart``,
 ``input_timeout_ms``, ``estop_topic``, ``ports.<port>.*``, ``qos_overrides``) are documented in
-:mod:`leapp_ros.plan.settings` and :mod:`leapp_ros.plan.limits`; all are read once. The node
+:mod:`leapp_ros.plan.settings` and :mod:`leapp_ros.plan.limits`; all are read once, and any
+other is refused. The node fires on the sets its triggers form and uses the newest value of
+its other inputs (:mod:`leapp_ros.node.input_sets`); a node with several external MultiArray
+inputs also takes them as one packed message (:mod:`leapp_ros.messages.packed_inputs`), and
+every output carries the tick of the set it was computed from
+(:mod:`leapp_ros.messages.tick_label`). The node
 is a lifecycle node (:mod:`leapp_ros.node.managed_node`: configure, activate, e-stop, input
 watchdog, safe action, ``/diagnostics``); with ``autostart`` (default) it configures and
 activates at once.
@@ -82,8 +87,8 @@ PROGRAM = "leapp_node"
 
 USAGE = f"""usage: {PROGRAM} --ros-args -r __node:=<node> [-r __ns:=/<namespace>]
                   -p spec_path:=<export folder or yaml> [-p pipeline_node:=<node>]
-                  [-p firing:=inputs|timer] [-p rate_hz:=<Hz>] [-p max_input_age:=<s>]
-                  [--params-file <file>] [--log-level <level>]
+                  [-p firing:=inputs|timer] [-p triggers:=[<port>,...]] [-p rate_hz:=<Hz>]
+                  [-p max_input_age:=<s>] [--params-file <file>] [--log-level <level>]
 Runs one node of an exported leapp pipeline as a ROS 2 node."""
 
 

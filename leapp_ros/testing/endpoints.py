@@ -1,8 +1,8 @@
 """The harness's side of a plan's topics: :class:`Endpoints`.
 
 One probe publisher per external input topic and per packed input (reliable: the nodes' own
-publisher QoS; the nodes' subscriptions keep theirs) and one probe subscription per output topic; tensors made
-into messages and back; how many messages went out on each input topic.
+publisher QoS; the nodes' subscriptions keep theirs) and one probe subscription per output
+topic; tensors made into messages and back; how many messages went out on each input topic.
 """
 
 from __future__ import annotations
