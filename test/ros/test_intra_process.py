@@ -1,7 +1,7 @@
 """leapp_ros.node.intra_process: a producer's pipeline results go out first, then its values reach
 the nodes of the same process (with the tick of their set), then the middleware gets those too
-where anyone else listens; readers and producers leave the bus when they end. The last test composes the seed's nodes on
-one bus over real rclpy and Fast DDS."""
+where anyone else listens; readers and producers leave the bus when they end. The last test
+composes the seed's nodes on one bus over real rclpy and Fast DDS."""
 
 from __future__ import annotations
 
