@@ -18,12 +18,12 @@ pipeline, fits here: it asks :meth:`InputSets.unusable` before each run).
 triggers' messages carry ticks, a set is made of messages of one tick: a message is queued
 by tick for each trigger it feeds (a :class:`~leapp_ros.node.stamp_sync.StampSync` on ticks,
 ``exact``, one queue per trigger: a packed message feeds several) and a set forms as soon as
-each trigger has a message of that tick, however the instants interleave on the
-way (one branch of a graph a message ahead of the other); messages that carry none are
-gathered by arrival, as before. A set whose messages carry different ticks never fires: the
-node waits for the partner of a tick (and says so in its log, at most once a second). Ticks
-of newest-value inputs are not compared: a newest value is used whatever its instant. The tick
-of a run (:meth:`InputSets.tick`) goes out on every MultiArray output, so the nodes after it
+each trigger has a message of that tick, however the instants interleave on the way (one
+branch of a graph up to :data:`TICK_DEPTH` messages ahead of the other); messages that carry
+none are gathered by arrival, as before. A set whose messages carry different ticks never
+fires: the node waits for the partner of a tick (and says so in its log, at most once a
+second). Ticks of newest-value inputs are not compared: a newest value is used whatever its
+instant. The tick of a run (:meth:`InputSets.tick`) goes out on every MultiArray output, so the nodes after it
 join only values of one instant too.
 """
 
@@ -35,9 +35,10 @@ from typing import Any, NamedTuple
 from leapp_ros.node.stamp_sync import StampSync
 from leapp_ros.plan.pipeline import NodePlan
 
-__all__ = ["InputSets", "Unusable"]
+__all__ = ["TICK_DEPTH", "InputSets", "Unusable"]
 
 Key = Hashable
+TICK_DEPTH = 32  # messages kept per trigger while waiting for the partners of their tick
 
 
 class Unusable(NamedTuple):
@@ -80,7 +81,8 @@ class InputSets:
         keys = [*triggers, *self.newest]
         self.stamps: dict[Key, float] = dict.fromkeys(keys, -float("inf"))  # arrival times
         self.ticks: dict[Key, int | None] = dict.fromkeys(keys)
-        self.by_tick = StampSync("exact", topics=list(triggers))  # ticked messages, by trigger
+        # ticked messages by trigger: one branch of a graph may run this many messages ahead
+        self.by_tick = StampSync("exact", topics=list(triggers), depth=TICK_DEPTH)
 
     @classmethod
     def of_node(cls, plan: NodePlan, data: Any) -> InputSets:
