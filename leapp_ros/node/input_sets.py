@@ -23,8 +23,8 @@ branch of a graph up to :data:`TICK_DEPTH` messages ahead of the other); message
 none are gathered by arrival, as before. A set whose messages carry different ticks never
 fires: the node waits for the partner of a tick (and says so in its log, at most once a
 second). Ticks of newest-value inputs are not compared: a newest value is used whatever its
-instant. The tick of a run (:meth:`InputSets.tick`) goes out on every MultiArray output, so the nodes after it
-join only values of one instant too.
+instant. The tick of a run (:meth:`InputSets.tick`) goes out on every MultiArray output, so
+the nodes after it join only values of one instant too.
 """
 
 from __future__ import annotations
