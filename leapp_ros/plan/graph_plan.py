@@ -204,7 +204,9 @@ class PipelinePlan:
         )
 
     def topics(self) -> list[tuple[str, str]]:
-        """Every data topic as ``(absolute name, type)``, as ``ros2 topic list -t`` shows it."""
+        """Every data topic as ``(absolute name, type)``, as ``ros2 topic list -t`` shows it:
+        each output and each input fed over a topic. The packed inputs, another form of the
+        external inputs, are :meth:`packed_topics`."""
         found = {(self.resolve(o.topic), o.message_type) for n in self.nodes for o in n.outputs}
         found |= {
             (self.resolve(i.topic), i.message_type)
@@ -212,12 +214,15 @@ class PipelinePlan:
             for i in n.inputs
             if i.topic is not None
         }
-        found |= {
+        return sorted(found)
+
+    def packed_topics(self) -> list[tuple[str, str]]:
+        """The packed input of every node that has one, as :meth:`topics` lists topics."""
+        return sorted(
             (self.resolve(n.packed.topic), n.packed.message_type)
             for n in self.nodes
             if n.packed is not None
-        }
-        return sorted(found)
+        )
 
     def operation_topics(self, *, fused: bool = False) -> list[tuple[str, str]]:
         """The topics of the running nodes besides the data topics, as ``topics()`` has

@@ -83,7 +83,8 @@ def topic_list(plan: PipelinePlan, *, notes: bool = False) -> list[str]:
     With ``notes``, indented and followed by the hidden status topic and the two topics every
     ROS 2 graph has.
     """
-    lines = [f"{name} [{kind}]" for name, kind in plan.topics()]
+    topics = sorted([*plan.topics(), *plan.packed_topics()])
+    lines = [f"{name} [{kind}]" for name, kind in topics]
     if not notes:
         return lines
     status = f"{plan.resolve(STATUS_TOPIC)} [{STATUS_MESSAGE_TYPE}]"

@@ -108,7 +108,6 @@ class TestSeedPipeline:
             for topic in (
                 "preprocess/state",
                 "preprocess/velocity",
-                "preprocess/packed_inputs",
                 "preprocess/obs",
                 "policy/action",
                 "_leapp/status",
