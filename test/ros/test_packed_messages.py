@@ -154,3 +154,19 @@ def test_a_ticked_message_is_read_in_place_on_the_raw_path(tmp_path, monkeypatch
 )
 def test_the_tick_is_the_whole_number_after_the_last_at_sign(label, tick):
     assert label_tick(label) == tick
+
+
+@pytest.mark.parametrize("tick", [None, 1234])
+def test_a_message_whose_padding_holds_other_bytes_is_read_in_place(tmp_path, monkeypatch, tick):
+    """rclpy's serializer leaves the padding after a label as it finds it in memory."""
+    packed = PackedInput(node_plan(tmp_path, SEED_LIKE))
+    state, velocity = np.arange(6, dtype=np.float32), np.ones(3, np.float32)
+    payload = bytearray(serialize_message(packed.to_message([state, velocity], tick)))
+    label = tick_label("state", tick).encode() + b"\0"
+    padding = 12 + len(label)  # after the first label, up to the next 4-byte boundary
+    assert padding % 4, "the first label is followed by padding"
+    payload[padding : padding + 4 - padding % 4] = b"\xab" * (4 - padding % 4)
+    monkeypatch.setattr(RawArrayCodec, "_parsed", lambda self, payload: pytest.fail("parsed"))
+    got = packed.read_raw(bytes(payload))
+    assert got[0].tolist() == state.tolist() and got[1].tolist() == velocity.tolist()
+    assert packed.tick(bytes(payload)) == tick
