@@ -4,10 +4,11 @@
 :class:`NodeData` holds the node's model, the current value of each input and the counters of
 its status record; :meth:`NodeData.input_callback` makes what a subscription or the
 intra-process bus calls with each message (decode, drop and count a malformed one or one
-holding NaN/inf, store the values and their arrival times, fire once every trigger has come);
-a node fires on one *set* of its triggering inputs, and a message it rejects spoils the set it
-belongs to, which is then dropped whole (``incomplete_sets``) rather than completed with a
-partner from another instant;
+holding NaN/inf, store the values, their arrival times and ticks, fire once every trigger has
+come: with ticks, once every trigger has a message of one tick, :mod:`leapp_ros.node.input_sets`;
+a newest-value input's message is only stored); a node fires on one *set* of its triggers, and
+a message it rejects spoils the set it belongs to, which is then dropped whole
+(``incomplete_sets``) rather than completed with a partner from another instant;
 :meth:`NodeData.report_model_error` and :meth:`NodeData.report_nonfinite_outputs` count and
 log a run that publishes nothing.
 
