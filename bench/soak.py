@@ -1,13 +1,16 @@
 """Soak the seed pipeline as a live ROS 2 graph, with faults injected, in every mode.
 
     python bench/soak.py [--minutes 10] [--rate 500] [--modes processes,composed,fused]
-                         [--bursts N] [--kills N] [--outages N] [--recovery-timeout S]
+                         [--forms separate,packed] [--bursts N] [--kills N] [--outages N]
+                         [--recovery-timeout S]
 
 Each mode (one process per node, ``composed``, ``fused``) runs in a graph of its own, started
 with restart on (``leapp_ros.run.runner``, as ``leapp-ros run --restart``), in a ROS domain of its
-own with discovery on this machine. A client (bench/soak_client.py, one EventsExecutor)
-publishes ``state`` and ``velocity`` at ``--rate`` Hz for ``--minutes``, each tick's inputs
-recognizable from the action they produce, while faults spread over the run (planned from
+own with discovery on this machine, once per form of the client's inputs (``--forms``). A client
+(bench/soak_client.py, one EventsExecutor) publishes ``state`` and ``velocity`` at ``--rate`` Hz
+for ``--minutes``, as two messages (``separate``) or as one packed message named with its tick
+(``packed``, the coherent form: README, coherent input sets), each tick's inputs recognizable
+from the action they produce, while faults spread over the run (planned from
 15 % to 75 % of it, a kill first; one at a time, each waiting for the previous one to recover,
 the run going on past ``--minutes`` while one has still to):
 
@@ -23,15 +26,19 @@ the run going on past ``--minutes`` while one has still to):
 - publisher gone: the client destroys its input publishers and creates them again after
   ``--outage`` seconds.
 
-Printed per mode: pairs sent and actions received; loss beyond QoS (the node inputs are best
-effort, depth 1: the fraction of ticks sent outside the fault windows whose state reached no
-action; a fault window lasts from the fault until ``--settle`` seconds after answers resumed);
+Printed per mode and form: pairs sent and actions received, and how many actions were
+computed from the state and the velocity of different ticks (mixed sets; with the packed form
+also how many actions did not carry the tick of their inputs); loss beyond QoS (the node
+inputs are best effort, depth 1: the fraction of ticks sent outside the fault windows whose
+state reached no action; a fault window lasts from the fault until ``--settle`` seconds after
+answers resumed);
 wrong answers (every action is decoded to the inputs that produced it and compared with eager
 PyTorch, computed in this process: must be 0); the restarts and each fault with the time
 until answers resumed; VmRSS of each process at ``--warmup`` of the run (or as long after a
 restart) and at its end (or just before it was killed), growth < 5 % being flat; the 99th
-percentile latency per minute. The verdict line: PASS when there is no wrong answer, memory is
-flat, every fault recovered (answers resumed within ``--recovery-timeout``, bursts dropped, no
+percentile latency per minute. The verdict line: PASS when there is no wrong answer (and, with
+the packed form, no mixed set and every action carries its tick), memory is flat, every fault
+recovered (answers resumed within ``--recovery-timeout``, bursts dropped, no
 restart but those of the kills) and the graph stopped cleanly.
 """
 
@@ -55,7 +62,7 @@ from typing import Any
 
 import numpy as np
 from seed_export import export_seed
-from soak_client import BAD_KINDS, SoakClient, TickCode
+from soak_client import BAD_KINDS, FORMS, SoakClient, TickCode
 
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 
@@ -164,11 +171,13 @@ class Incarnation:
 class ModeReport:
     mode: str
     options: SoakOptions
+    form: str = "separate"
     ran_s: float = 0.0  # longer than asked when a fault was still recovering
     sent: int = 0
     received: int = 0
     wrong: int = 0
     mixed: int = 0  # actions from the state of one tick and the velocity of another
+    untagged: int = 0  # packed form: right answers not carrying the tick of their inputs
     lost: int = 0
     counted: int = 0  # ticks sent outside the fault windows
     p99_ms_by_minute: list[float] = field(default_factory=list)
@@ -210,17 +219,26 @@ class ModeReport:
             reasons.append(f"graph stopped with exit code {self.exit_code}")
         if self.failure:
             reasons.append(self.failure)
+        if self.form == "packed":
+            reasons.insert(1, f"{self.mixed} mixed sets, {self.untagged} without their tick")
         ok = self.wrong == 0 and self.memory_flat and self.faults_recovered
         ok = ok and self.exit_code == 0 and not self.failure
+        ok = ok and (self.form != "packed" or self.mixed == self.untagged == 0)
         return ok, ", ".join(reasons)
 
     def describe(self) -> str:
         o = self.options
         p99 = ", ".join(f"{v:.2f}" for v in self.p99_ms_by_minute) or "none"
+        carried = (
+            f"; {self.untagged} did not carry the tick of their inputs"
+            if self.form == "packed"
+            else ""
+        )
         lines = [
-            f"== {self.mode}: {self.ran_s:.1f} s at {o.rate_hz:.0f} Hz, restart on ==",
+            f"== {self.mode}, {self.form} inputs: {self.ran_s:.1f} s at {o.rate_hz:.0f} Hz, "
+            "restart on ==",
             f"messages in: {self.sent} input pairs; out: {self.received} actions "
-            f"({self.mixed} from the state and velocity of different ticks)",
+            f"({self.mixed} from the state and velocity of different ticks{carried})",
             f"loss beyond QoS: {self.loss:.3%} ({self.lost} of {self.counted} ticks outside "
             "the fault windows got no answer)",
             f"wrong answers (not eager PyTorch's): {self.wrong}",
@@ -233,7 +251,7 @@ class ModeReport:
             *(f"  {incarnation.describe()}" for incarnation in self.memory),
         ]
         ok, reasons = self.verdict()
-        lines.append(f"verdict {self.mode}: {'PASS' if ok else 'FAIL'} ({reasons})")
+        lines.append(f"verdict {self.mode}, {self.form}: {'PASS' if ok else 'FAIL'} ({reasons})")
         return "\n".join(lines)
 
 
@@ -351,9 +369,10 @@ class _Soak:
         newest), then wait for the counters."""
         kinds = list(BAD_KINDS) * self.options.burst_rounds
         fault.target = f"({len(kinds)} per input topic)"
-        for counter in BAD_KINDS.values():  # each kind on both input topics
+        topics = len(self.client.topics)
+        for counter in BAD_KINDS.values():  # each kind on every input topic
             sent = fault.bad_sent.get(counter, 0)
-            fault.bad_sent[counter] = sent + 2 * self.options.burst_rounds
+            fault.bad_sent[counter] = sent + topics * self.options.burst_rounds
         before = self.client.status.totals()
 
         spacing = self.options.burst_spacing
@@ -440,6 +459,8 @@ def analyse(soak: _Soak, report: ModeReport) -> None:
     velocity_tick = answers.velocity_tick[good]
     report.received, report.wrong = len(answers.wrong), int(answers.wrong.sum())
     report.mixed = int((state_tick != velocity_tick).sum())
+    if client.form == "packed":
+        report.untagged = int((answers.carried_tick[good] != state_tick).sum())
     sent_at = soak.sent_at[: soak.total]
     sent = ~np.isnan(sent_at)
     report.ran_s = soak.total / options.rate_hz
@@ -483,14 +504,20 @@ def _recovery(fault: Fault, soak: _Soak, arrivals: np.ndarray, ticks: np.ndarray
 
 
 def run_mode(
-    export: Path | str, mode: str, options: SoakOptions, code: TickCode, namespace: str = "/soak"
+    export: Path | str,
+    mode: str,
+    options: SoakOptions,
+    code: TickCode,
+    namespace: str = "/soak",
+    form: str = "separate",
 ) -> ModeReport:
-    """Soak ``export`` (the seed) in ``mode`` (a key of :data:`MODES`) and report."""
+    """Soak ``export`` (the seed) in ``mode`` (a key of :data:`MODES`) with the client's
+    inputs in ``form`` (one of :data:`FORMS`) and report."""
     from leapp_ros.run.processes import load_plan, plan_processes
     from leapp_ros.run.runner import RunningGraph
     from leapp_ros.testing import claim_domain_id, ros_env
 
-    report = ModeReport(mode, options)
+    report = ModeReport(mode, options, form)
     plan = load_plan(export, namespace)
     domain_id, lock = claim_domain_id()
     tail = _Tail()
@@ -507,7 +534,7 @@ def run_mode(
         graph.start()
         if not graph.wait_ready(timeout_s=120):
             raise RuntimeError(f"graph not ready: {graph.failure}")
-        client = SoakClient(domain_id, plan, code)
+        client = SoakClient(domain_id, plan, code, form)
         client.prime()
         soak = _Soak(graph, client, options)
         soak.run()
@@ -530,6 +557,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=10.0, help="per mode (default 10)")
     parser.add_argument("--rate", type=float, default=500.0, help="ticks per second")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated")
+    parser.add_argument("--forms", default=",".join(FORMS),
+                        help="client inputs: separate, packed (comma-separated)")  # fmt: skip
     parser.add_argument("--bursts", type=int, help="bad-message bursts (default: 1 a minute)")
     parser.add_argument("--kills", type=int, help="SIGKILLs (default: 1 per 3 minutes)")
     parser.add_argument("--outages", type=int, help="publisher outages (1 per 3 minutes)")
@@ -545,6 +574,9 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if unknown := sorted(set(modes) - MODES.keys()):
         parser.error(f"unknown modes {unknown}; choose among {list(MODES)}")
+    forms = [f.strip() for f in args.forms.split(",") if f.strip()]
+    if unknown := sorted(set(forms) - set(FORMS)):
+        parser.error(f"unknown forms {unknown}; choose among {list(FORMS)}")
     minutes = args.minutes
 
     def count(value: int | None, per_minutes: float) -> int:
@@ -557,18 +589,26 @@ def main(argv: list[str] | None = None) -> int:
         recovery_timeout_s=args.recovery_timeout, settle_s=args.settle, warmup=args.warmup,
     )  # fmt: skip
     load = " ".join(f"{value:.2f}" for value in os.getloadavg())
-    print(f"soak: {len(modes)} mode(s), {options.seconds:.0f} s each at {args.rate:.0f} Hz; "
-          f"{os.cpu_count()} CPUs, load average {load}")  # fmt: skip
+    print(f"soak: {len(modes)} mode(s) x {len(forms)} form(s), {options.seconds:.0f} s each at "
+          f"{args.rate:.0f} Hz; {os.cpu_count()} CPUs, load average {load}")  # fmt: skip
     passed = True
     with tempfile.TemporaryDirectory(prefix="leapp_soak_") as folder:
         seed = export_seed(Path(folder))
         code = TickCode(seed.eager)
-        for mode in modes:
-            report = run_mode(seed.spec_path, mode, options, code)
-            print(report.describe(), flush=True)
-            if report.failure:
-                print(f"last output lines of the graph:\n{report.output_tail}", flush=True)
-            passed &= report.verdict()[0]
+        mixed: dict[str, list[str]] = {}
+        for form in forms:
+            for mode in modes:
+                report = run_mode(seed.spec_path, mode, options, code, form=form)
+                print(report.describe(), flush=True)
+                if report.failure:
+                    print(f"last output lines of the graph:\n{report.output_tail}", flush=True)
+                passed &= report.verdict()[0]
+                share = report.mixed / report.received if report.received else math.nan
+                mixed.setdefault(form, []).append(
+                    f"{mode} {report.mixed} of {report.received} ({share:.1%})"
+                )
+    for form, counts in mixed.items():
+        print(f"actions from inputs of different ticks, {form} inputs: {'; '.join(counts)}")
     return 0 if passed else 1
 
 

@@ -11,10 +11,14 @@
   newest value of each input, and the inputs are best effort) decodes as such. An action that
   decodes to no pair of levels, or differs from eager PyTorch on the decoded inputs, is wrong.
 - :func:`bad_messages`: malformed messages for one input port (wrong length, empty, a layout
-  that is not the port's, a 200 000-element array, NaN values).
+  that is not the port's, a 200 000-element array, NaN values); :func:`bad_packed_messages`
+  the same for the packed input.
 - :class:`SoakClient`: one rclpy node on a context of its own (EventsExecutor), publishing the
-  inputs, collecting every action with its arrival time, and following ``_leapp/status``
-  (:class:`StatusTally` keeps counters summed over node restarts).
+  inputs in one of two forms (:data:`FORMS`: ``separate``, a message on ``state`` then one on
+  ``velocity``; ``packed``, both in one message on ``preprocess/packed_inputs`` named with the
+  tick, README: coherent input sets), collecting every action with its arrival time and the
+  tick it carries, and following ``_leapp/status`` (:class:`StatusTally` keeps counters summed
+  over node restarts).
 """
 
 from __future__ import annotations
@@ -30,13 +34,18 @@ import numpy as np
 
 __all__ = [
     "BAD_KINDS",
+    "FORMS",
     "HUGE_ELEMENTS",
     "Answers",
     "SoakClient",
     "StatusTally",
     "TickCode",
     "bad_messages",
+    "bad_packed_messages",
 ]
+
+#: how the client sends a tick's inputs: two messages, or one packed message with the tick
+FORMS = ("separate", "packed")
 
 HUGE_ELEMENTS = 200_000
 #: kinds of malformed messages, and the status counter each one should raise; in the order
@@ -145,12 +154,14 @@ class TickCode:
 @dataclass(frozen=True)
 class Answers:
     """Every action received, checked: when it arrived, the ticks whose state and velocity
-    produced it (negative: sent before the run, while priming), and whether it is wrong."""
+    produced it (negative: sent before the run, while priming), whether it is wrong, and the
+    tick it carries in its layout (-1: none)."""
 
     arrivals: np.ndarray
     state_tick: np.ndarray
     velocity_tick: np.ndarray
     wrong: np.ndarray
+    carried_tick: np.ndarray
 
     @property
     def good(self) -> np.ndarray:
@@ -173,6 +184,29 @@ def bad_messages(message_class: Any, size: int) -> dict[str, Any]:
         "layout": message([0.25] * size, ((1, size), (size, size))),
         "huge": message(bytes(4 * HUGE_ELEMENTS)),
         "nan": message([float("nan")] * size),
+    }
+
+
+def bad_packed_messages(message_class: Any, sizes: tuple[int, ...]) -> dict[str, Any]:
+    """:func:`bad_messages` for the packed input of ports of ``sizes`` (labelled ``state``,
+    ``velocity``): the wrong length, an empty message, the ports in another order, a huge
+    one, NaN values."""
+    from std_msgs.msg import MultiArrayDimension, MultiArrayLayout
+
+    def message(values: Any, dims: list[tuple[str, int]]) -> Any:
+        layout = MultiArrayLayout(
+            dim=[MultiArrayDimension(label=a, size=n, stride=n) for a, n in dims]
+        )
+        return message_class(data=array.array("f", values), layout=layout)
+
+    ports = list(zip(("state", "velocity"), sizes, strict=True))
+    total = sum(sizes)
+    return {
+        "wrong length": message([0.25] * (total + 1), []),
+        "empty": message([], []),
+        "layout": message([0.25] * total, ports[::-1]),
+        "huge": message(bytes(4 * HUGE_ELEMENTS), []),
+        "nan": message([float("nan")] * total, ports),
     }
 
 
@@ -211,32 +245,44 @@ class SoakClient:
         domain_id: the ROS domain of the graph.
         plan: the seed's :class:`~leapp_ros.plan.pipeline.PipelinePlan`.
         code: the inputs of each tick.
+        form: one of :data:`FORMS`.
     """
 
-    def __init__(self, domain_id: int, plan: Any, code: TickCode):
+    def __init__(self, domain_id: int, plan: Any, code: TickCode, form: str = "separate"):
         import rclpy
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-        from std_msgs.msg import Float32MultiArray, String
+        from std_msgs.msg import Float32MultiArray, MultiArrayDimension, MultiArrayLayout, String
 
         from leapp_ros.node.executor import make_executor
         from leapp_ros.plan.pipeline import STATUS_TOPIC
 
-        self.code = code
+        if form not in FORMS:
+            raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+        self.code, self.form = code, form
         self._message_class = Float32MultiArray
         preprocess, policy = plan.node("preprocess"), plan.node("policy")
         ports = ("state", "velocity")
-        self.topics = [plan.resolve(preprocess.input(port).topic) for port in ports]
-        self._bad = [
-            bad_messages(Float32MultiArray, preprocess.input(port).shape[0]) for port in ports
-        ]
+        sizes = tuple(preprocess.input(port).shape[0] for port in ports)
+        if form == "packed":
+            self.topics = [plan.resolve(preprocess.packed.topic)]
+            self._bad = [bad_packed_messages(Float32MultiArray, sizes)]
+        else:
+            self.topics = [plan.resolve(preprocess.input(port).topic) for port in ports]
+            self._bad = [bad_messages(Float32MultiArray, size) for size in sizes]
         self.context = rclpy.Context()
         rclpy.init(context=self.context, domain_id=domain_id)
         self.node = rclpy.create_node("soak_client", context=self.context)
         self._qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
         self._messages = [Float32MultiArray(), Float32MultiArray()]
+        dims = [
+            MultiArrayDimension(label=a, size=n, stride=n)
+            for a, n in zip(ports, sizes, strict=True)
+        ]
+        self._packed = Float32MultiArray(layout=MultiArrayLayout(dim=dims))
         self._publishers: list[Any] = []
         self.ticks_sent = 0  # ticks published so far (the next tick's number)
         self.actions: list[Any] = []  # array.array per answer
+        self.carried: list[str] = []  # the first layout label of each answer
         self.arrivals: list[float] = []
         self.sent_by_then: list[int] = []
         self.status = StatusTally()
@@ -256,6 +302,8 @@ class SoakClient:
 
     def _on_action(self, message: Any) -> None:
         self.actions.append(message.data)
+        dims = message.layout.dim
+        self.carried.append(dims[0].label if len(dims) else "")
         self.arrivals.append(time.monotonic())
         self.sent_by_then.append(self.ticks_sent)
 
@@ -286,8 +334,16 @@ class SoakClient:
         )
 
     def publish_tick(self, tick: int) -> None:
-        """Publish the inputs of ``tick`` (state first, then velocity)."""
+        """Publish the inputs of ``tick``: state first, then velocity; or, packed, both in
+        one message whose first label carries the tick."""
         residue = tick % self.code.levels
+        if self.form == "packed":
+            packed = self._packed
+            packed.layout.dim[0].label = f"state@{tick}"
+            packed.data = self.code.states[residue] + self.code.velocities[residue]
+            self._publishers[0].publish(packed)
+            self.ticks_sent = tick + 1
+            return
         state, velocity = self._messages
         state.data = self.code.states[residue]
         velocity.data = self.code.velocities[residue]
@@ -330,10 +386,12 @@ class SoakClient:
             last - (last - states) % levels,
             last - (last - velocities) % levels,
             wrong,
+            np.array([_tick(label) for label in self.carried], np.int64),
         )
 
     def forget_answers(self) -> None:
         self.actions.clear()
+        self.carried.clear()
         self.arrivals.clear()
         self.sent_by_then.clear()
 
@@ -341,3 +399,11 @@ class SoakClient:
         self.executor.shutdown()
         self.node.destroy_node()
         self.context.try_shutdown()
+
+
+def _tick(label: str) -> int:
+    """The tick a label carries (``dim0@42``: 42), -1 for none."""
+    from leapp_ros.messages.tick_label import label_tick
+
+    tick = label_tick(label)
+    return -1 if tick is None else tick

@@ -7,7 +7,9 @@ standard robot message (:class:`~leapp_ros.messages.robot_codecs.InputDecoder`: 
 feeding position and
 velocity ports is one subscription and one decode). A writer turns one output array into its
 message: the MultiArray (refilling one message per output), or the bound robot message
-(:class:`~leapp_ros.messages.robot_codecs.OutputEncoder`).
+(:class:`~leapp_ros.messages.robot_codecs.OutputEncoder`). A MultiArray's tick (the instant its
+values belong to, :mod:`leapp_ros.messages.tick_label`) is read with :meth:`TopicReader.tick`
+and written by ``OutputWriter.write(value, stamp, tick)``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from leapp_ros.messages import cdr
 from leapp_ros.messages.multiarray import PortCodec, codec
 from leapp_ros.messages.raw_multiarray import RawArrayCodec
 from leapp_ros.messages.robot_codecs import InputDecoder, OutputEncoder
+from leapp_ros.messages.tick_label import label_tick, tick_label
 from leapp_ros.plan.pipeline import InputPlan, OutputPlan
 
 __all__ = [
@@ -107,6 +110,18 @@ class TopicReader:
         """The header stamp of a message or its CDR bytes (None: the message has none)."""
         return stamp_ns(message) if self.stamped else None
 
+    @property
+    def ticked(self) -> bool:
+        """Whether this topic's messages can carry a tick (MultiArrays with axes)."""
+        return self._codec is not None and bool(self._codec.shape)
+
+    def tick(self, message: Any) -> int | None:
+        """The tick of a MultiArray message or its CDR bytes (None: it carries none)."""
+        if isinstance(message, bytes):
+            return self._raw.tick_of(message)
+        dims = message.layout.dim
+        return label_tick(dims[0].label) if len(dims) else None
+
     def read(self, message: Any) -> list[Any]:
         """One value per port of ``indices``, in that order.
 
@@ -143,9 +158,9 @@ def topic_readers(ports: Sequence[InputPlan], copy: bool = True) -> list[TopicRe
 
 
 class OutputWriter:
-    """Messages of one output port: ``write(value, stamp)`` gives what to publish, an rclpy
-    message, or with ``raw`` its CDR bytes (``stamped``: whether it wants a stamp, for a
-    message with a header)."""
+    """Messages of one output port: ``write(value, stamp, tick)`` gives what to publish, an
+    rclpy message, or with ``raw`` its CDR bytes (``stamped``: whether it wants a stamp, for a
+    message with a header; ``tick``: the instant of a MultiArray's values, None for none)."""
 
     def __init__(self, port: OutputPlan, raw: bool = False):
         self.port = port
@@ -157,7 +172,8 @@ class OutputWriter:
             self.message_class = self._encoder.message_class
             self._message = None
             self.stamped = hasattr(self.message_class(), "header")
-            self.write = self._encoder.encode_raw if raw else self._encoder.encode
+            self._encode = self._encoder.encode_raw if raw else self._encoder.encode
+            self.write = self._write_encoded
         else:
             self._encoder = None
             self._codec = codec(port)
@@ -166,12 +182,22 @@ class OutputWriter:
             self.stamped = False
             self._raw = RawArrayCodec(self._codec)
             self.write = self._write_raw if raw else self._write_typed
+            dims = self._codec.layout_dims
+            self._first_label = dims[0][0] if dims else None
+            self._ticked = False  # the reused message's first label carries a tick
 
-    def _write_typed(self, value: Any, stamp: Any = None) -> Any:
-        return self._codec.to_message(value, self._message)  # reused: publish at once
+    def _write_encoded(self, value: Any, stamp: Any = None, tick: int | None = None) -> Any:
+        return self._encode(value, stamp)  # a robot message: its header stamp says when
 
-    def _write_raw(self, value: Any, stamp: Any = None) -> bytes:
-        return self._raw.to_bytes(value)
+    def _write_typed(self, value: Any, stamp: Any = None, tick: int | None = None) -> Any:
+        message = self._codec.to_message(value, self._message)  # reused: publish at once
+        if self._first_label is not None and (tick is not None or self._ticked):
+            message.layout.dim[0].label = tick_label(self._first_label, tick)
+            self._ticked = tick is not None
+        return message
+
+    def _write_raw(self, value: Any, stamp: Any = None, tick: int | None = None) -> bytes:
+        return self._raw.to_bytes(value, tick)
 
 
 def float_ports(ports: Sequence[Any]) -> tuple[int, ...]:

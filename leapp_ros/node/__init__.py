@@ -7,6 +7,7 @@
 - :mod:`~leapp_ros.node.managed_node`: the lifecycle, e-stop, watchdog and safe action both
   share;
 - :mod:`~leapp_ros.node.data_path`: the data path both share (decode, drop, count, fire);
+- :mod:`~leapp_ros.node.input_sets`: a node's triggers, newest-value inputs and ticks;
 - :mod:`~leapp_ros.node.output_topics`: one node's output publishers;
 - :mod:`~leapp_ros.node.status_report`: the ``_leapp/status`` records and ``/diagnostics``;
 - :mod:`~leapp_ros.node.estop_subscription`: the ``estop_topic`` subscriptions;

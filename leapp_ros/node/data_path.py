@@ -4,10 +4,11 @@
 :class:`NodeData` holds the node's model, the current value of each input and the counters of
 its status record; :meth:`NodeData.input_callback` makes what a subscription or the
 intra-process bus calls with each message (decode, drop and count a malformed one or one
-holding NaN/inf, store the values and their arrival times, fire once every trigger has come);
-a node fires on one *set* of its triggering inputs, and a message it rejects spoils the set it
-belongs to, which is then dropped whole (``incomplete_sets``) rather than completed with a
-partner from another instant;
+holding NaN/inf, store the values, their arrival times and ticks, fire once every trigger has
+come: with ticks, once every trigger has a message of one tick, :mod:`leapp_ros.node.input_sets`;
+a newest-value input's message is only stored); a node fires on one *set* of its triggers, and
+a message it rejects spoils the set it belongs to, which is then dropped whole
+(``incomplete_sets``) rather than completed with a partner from another instant;
 :meth:`NodeData.report_model_error` and :meth:`NodeData.report_nonfinite_outputs` count and
 log a run that publishes nothing.
 
@@ -19,19 +20,20 @@ only when a run fails.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from leapp.spec import Spec
 from leapp_ros.messages.multiarray import MessageError
 from leapp_ros.messages.topic_io import TopicReader, float_ports, nonfinite
+from leapp_ros.node.input_sets import InputSets
 from leapp_ros.node.rate_limited_log import one_line
 from leapp_ros.node.safety import OutputGuard
 from leapp_ros.node.stamp_sync import StampSync
+from leapp_ros.plan.initial_values import initial_values
 from leapp_ros.plan.limits import OutputLimits
 from leapp_ros.plan.pipeline import NodePlan, PipelinePlan
-from leapp_ros.plan.settings import initial_values
 
 __all__ = ["COUNTERS", "NodeData"]
 
@@ -144,16 +146,14 @@ class NodeData:
         read: Callable[[Any], list[Any]],
         *,
         keys: Sequence[Hashable],
-        stamps: Any,
-        pending: set[Any],
-        rejected: set[Any],
-        triggers: Collection[Hashable],
+        sets: InputSets,
         fire: Callable[[float], None],
         warn: Warn,
         check_nonfinite: bool,
         skip: Callable[[str], bool] | None = None,
         sync: StampSync | None = None,
         partners: Callable[[frozenset[Hashable]], None] | None = None,
+        tick_of: Callable[[Any], int | None] | None = None,
     ) -> Callable[[Any], None]:
         """What the subscription of ``reader`` calls with each message.
 
@@ -161,34 +161,45 @@ class NodeData:
             reader: the topic and the input ports (``reader.indices``) it feeds.
             read: one value per port of the reader from a message (``reader.read``; for the
                 intra-process bus, the value handed over, once per port).
-            keys: each port's key in ``stamps`` (a list or dict of arrival times) and
-                ``pending`` (the keys the set being gathered still waits for).
-            rejected: the keys whose message the set being gathered had to reject: once
-                every trigger came, such a set is dropped and counted, not fired.
-            triggers: the keys that fire the node once none is pending (none when it runs on
-                a timer); ``fire(now)`` then runs it.
+            keys: each port's key in ``sets`` (:class:`~leapp_ros.node.input_sets.InputSets`:
+                the node's triggers, the set being gathered, arrival times and ticks); a
+                message on a trigger counts towards a set, a newest-value input's is stored.
+            fire: ``fire(now)`` runs the node on the set that formed at ``now``.
             warn: the node's rate-limited warning (key, text).
             check_nonfinite: drop a message whose float values hold NaN/inf (counted).
             skip: whether to ignore a message on the resolved topic, asked first (the
                 middleware's copy of a value the intra-process bus delivered already).
             sync: with ``sync: exact | approximate``, what gathers the triggering inputs by
-                header stamp instead of ``pending`` (see :mod:`leapp_ros.node.stamp_sync`).
+                header stamp instead of by arrival (see :mod:`leapp_ros.node.stamp_sync`).
+            partners: completes a set from the other subscriptions' waiting messages
+                (:mod:`leapp_ros.node.partner_take`).
+            tick_of: the tick a message carries (None for messages that carry none):
+                triggers carrying ticks form sets of one tick.
         """
         values, slots = self.values, list(zip(reader.indices, keys, strict=True))
-        fire_keys = [key for key in keys if key in triggers]
+        fire_keys = [key for key in keys if key in sets.triggers]
         origin = frozenset(fire_keys)
         decode = self._decoder(reader, read, warn, check_nonfinite)
         if sync is not None and fire_keys:
-            return self._synced_callback(reader, decode, slots, stamps, sync, fire, skip)
-        drop_set = self._set_dropper(reader, rejected, pending, triggers, warn)
+            return self._synced_callback(reader, decode, slots, sets, sync, fire, skip)
+        drop_set = self._set_dropper(reader, sets, warn)
         monotonic = time.monotonic
+        stamps, ticks, pending, rejected = sets.stamps, sets.ticks, sets.pending, sets.rejected
+        # messages carrying ticks are queued by tick, unless this topic brings whole sets
+        partial = fire_keys and tick_of is not None and not sets.triggers <= origin
+        by_tick = sets.by_tick if partial else None
+        data, mixed = self, self._mixed_warning(sets, warn)
 
         def on_message(message: Any) -> None:
             if skip is not None and skip(reader.resolved):
                 return
             decoded = decode(message)
+            tick = tick_of(message) if tick_of is not None else None
             if decoded is None:  # this topic's message of the set is unusable: the set is spoilt
                 if fire_keys:
+                    if tick is not None and by_tick is not None:
+                        for key in fire_keys:
+                            by_tick.reject(key, tick)
                     rejected.update(fire_keys)
                     pending.difference_update(fire_keys)
                     if not pending:
@@ -200,17 +211,47 @@ class NodeData:
             for (index, key), value in zip(slots, decoded, strict=True):
                 values[index] = value
                 stamps[key] = now
-            if fire_keys:
-                pending.difference_update(fire_keys)
-                if not pending:
-                    if rejected:
-                        drop_set()
-                    else:
+                ticks[key] = tick
+            if not fire_keys:
+                return
+            if tick is not None and by_tick is not None:
+                entry = (data, slots, decoded, now)
+                for key in fire_keys:
+                    matched = by_tick.add(key, tick, entry)
+                    if matched is not None:  # a message of each trigger with this tick
+                        take_set(matched, sets, tick)
+                        sets.reset()
                         fire(now)
-                elif partners is not None:
-                    partners(origin)
+                        return
+            pending.difference_update(fire_keys)
+            if not pending:
+                if rejected:
+                    drop_set()
+                elif sets.one_tick():
+                    if by_tick is not None:
+                        by_tick.clear()  # used by arrival: none may join a later set
+                    fire(now)
+                else:
+                    mixed()
+            elif partners is not None:
+                partners(origin)
 
         return on_message
+
+    def _mixed_warning(self, sets: InputSets, warn: Warn) -> Callable[[], None]:
+        """``mixed()``: log that the node's triggers hold messages of different ticks."""
+        name = self.name
+
+        def mixed() -> None:
+            warn(
+                "\0mixed-ticks",
+                f"node {name!r}: its triggers hold messages of different instants (ticks "
+                f"{sets.mixed_ticks()}); it fires only on messages of one tick and waits for "
+                "the partners. Inputs at different rates: make the slower ones newest-value "
+                "inputs (parameter triggers)",
+            )
+
+        return mixed
 
     def _decoder(
         self, reader: TopicReader, read: Callable[[Any], list[Any]], warn: Warn, check: bool
@@ -246,9 +287,7 @@ class NodeData:
 
         return decode
 
-    def _set_dropper(
-        self, reader: TopicReader, rejected: set[Any], pending: set[Any], triggers: Any, warn: Warn
-    ) -> Callable[[], None]:
+    def _set_dropper(self, reader: TopicReader, sets: InputSets, warn: Warn) -> Callable[[], None]:
         """``drop_set()``: count and log a complete set with a rejected message, and start
         gathering the next one."""
         data = self
@@ -260,8 +299,7 @@ class NodeData:
                 f"node {data.name!r}: dropped a set of inputs with a rejected message in it "
                 f"(last on {reader.resolved}); the next complete set fires",
             )
-            rejected.clear()
-            pending.update(triggers)
+            sets.reset()
 
         return drop_set
 
@@ -270,7 +308,7 @@ class NodeData:
         reader: TopicReader,
         decode: Callable[[Any], list[Any] | None],
         slots: list[tuple[int, Hashable]],
-        stamps: Any,
+        sets: InputSets,
         sync: StampSync,
         fire: Callable[[float], None],
         skip: Callable[[str], bool] | None,
@@ -278,7 +316,7 @@ class NodeData:
         """:meth:`input_callback` for a triggering topic gathered by stamp: a set fires once
         one message of each triggering topic of one instant came; a rejected message spoils
         the set of its stamp."""
-        data, values, key = self, self.values, id(reader)
+        data, key = self, id(reader)
 
         def on_message(message: Any) -> None:
             if skip is not None and skip(reader.resolved):
@@ -290,13 +328,11 @@ class NodeData:
                     data.incomplete_sets += 1
                 return
             now = time.monotonic()
-            matched = sync.add(key, stamp if stamp is not None else 0, (slots, decoded, now))
+            entry = (data, slots, decoded, now)
+            matched = sync.add(key, stamp if stamp is not None else 0, entry)
             if matched is None:
                 return
-            for member_slots, member_values, arrived in matched.values():
-                for (index, slot), value in zip(member_slots, member_values, strict=True):
-                    values[index] = value
-                    stamps[slot] = arrived
+            take_set(matched, sets, None)
             fire(now)
 
         return on_message
@@ -320,3 +356,15 @@ class NodeData:
             f"node {self.name!r}: output(s) {ports} hold NaN or infinite values; nothing "
             "was published (on_nonfinite: drop)",
         )
+
+
+def take_set(matched: Mapping[Hashable, Any], sets: InputSets, tick: int | None) -> None:
+    """Make the members of a set gathered by stamp or tick (``(data path, slots, values,
+    arrival)`` per topic) the current values, arrival times and ticks of their inputs."""
+    stamps, ticks = sets.stamps, sets.ticks
+    for data, slots, values, arrived in matched.values():
+        current = data.values
+        for (index, key), value in zip(slots, values, strict=True):
+            current[index] = value
+            stamps[key] = arrived
+            ticks[key] = tick

@@ -17,11 +17,14 @@ out.
 
 Semantics, as in the other modes:
 
-- firing: ``inputs`` (default) ticks when every external input has a new message since the
-  last tick; ``timer`` ticks at ``rate_hz`` (default ``pipeline.configs.frequency``) on the
-  latest values once every external input has one; a pipeline without external inputs runs on
-  the timer. ``max_input_age`` skips a tick whose external inputs include an older one
-  (counted as ``stale``).
+- firing: ``inputs`` (default) ticks when every trigger has a new message since the last tick
+  (parameter ``triggers``: external inputs, by default all of them; the others are
+  newest-value inputs, :mod:`leapp_ros.node.input_sets`); ``timer`` ticks at ``rate_hz``
+  (default ``pipeline.configs.frequency``) on the latest values once every external input has
+  one; a pipeline without external inputs runs on the timer. ``max_input_age`` skips a tick
+  whose external inputs include an older one (counted as ``stale``). A stage with several
+  external MultiArray inputs takes them as one packed message too, and every output of a tick
+  carries the tick of its set (:mod:`leapp_ros.messages.tick_label`).
 - state and feedback: state inputs keep their node's last output; a feedback input takes its
   producer's output of the previous tick (as :meth:`leapp.Pipeline.step` does), starting from
   ``pipeline.initial_values``.
@@ -46,19 +49,21 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from leapp.spec import Spec
+from leapp_ros.messages.packed_inputs import PackedInput
 from leapp_ros.messages.topic_io import OutputWriter, TopicReader, nonfinite, now_stamp
 from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
 from leapp_ros.node.fused_stages import Stage, load_stages
+from leapp_ros.node.input_sets import InputSets
 from leapp_ros.node.match_count import MatchCount
 from leapp_ros.node.pipeline_node import PipelineNode
 from leapp_ros.node.stamp_sync import gather_by_stamp, stamp_sync
+from leapp_ros.plan.firing_settings import firing_rule, trigger_ports
 from leapp_ros.plan.limits import declare_output_limits
 from leapp_ros.plan.pipeline import PipelinePlan, make_plan
 from leapp_ros.plan.settings import (
     StartupError,
     declare_port_overrides,
-    firing_rule,
     load_spec,
     qos_profile,
 )
@@ -67,6 +72,7 @@ __all__ = ["FusedPipelineNode", "main"]
 
 PROGRAM = "leapp_fused"
 NODE_NAME = "leapp_fused"
+_OWNER = "leapp_fused (its triggers are external inputs; values between nodes come in the tick)"
 
 USAGE = f"""usage: {PROGRAM} --ros-args [-r __node:=<name>] [-r __ns:=/<namespace>]
                    -p spec_path:=<export folder or yaml> [-p firing:=inputs|timer]
@@ -128,6 +134,13 @@ class FusedPipelineNode(PipelineNode):
             spec, plan, check_nonfinite=not self._publish_nonfinite, limits=limits
         )
         self.firing = _firing(plan, settings)
+        externals = [
+            (stage.name, port)
+            for stage in self._stages
+            for port in stage.plan.inputs
+            if port.kind == "external"
+        ]
+        self._chosen = trigger_ports(_OWNER, settings["triggers"], externals)
         self._ticks = 0
 
     def _create_entities(self) -> None:
@@ -139,28 +152,19 @@ class FusedPipelineNode(PipelineNode):
             id(stage): {index for index, _, _ in (*stage.data_links, *stage.feedback_links)}
             for stage in self._stages
         }
-        # Every external input triggers a tick (the callbacks hold on to these objects).
-        self._triggers = frozenset(
-            (number, index)
-            for number, stage in enumerate(self._stages)
-            for index, port in enumerate(stage.plan.inputs)
-            if port.kind == "external"
-        )
-        self._pending = set(self._triggers)
-        self._rejected: set[tuple[int, int]] = set()
-        self._stamps = dict.fromkeys(self._triggers, -float("inf"))
+        # The external inputs, as triggers of a tick or newest values (the callbacks hold on
+        # to these objects).
+        self._sets = self._input_sets()
+        self._triggers = self._sets.triggers
         self._readers: list[TopicReader] = []
         sync = stamp_sync(self.firing) if self.firing.mode == "inputs" else None
         partners = self._partner_take(sync)
         for number, stage in enumerate(self._stages):
-            topics: dict[str, list[int]] = {}
-            for index, port in enumerate(stage.plan.inputs):
-                if port.kind == "external":
-                    topics.setdefault(port.topic, []).append(index)
-            for indices in topics.values():
-                reader = TopicReader(stage.plan.inputs, indices, copy=not stage.reads_only)
+            for reader in _external_readers(stage):
+                indices = reader.indices
                 if sync is not None:
-                    gather_by_stamp(sync, stage.name, reader, stage.plan.inputs, indices)
+                    triggering = [i for i in indices if (number, i) in self._triggers]
+                    gather_by_stamp(sync, stage.name, reader, stage.plan.inputs, triggering)
                 keys = [(number, index) for index in indices]
                 callback = self._input_callback(
                     stage,
@@ -169,6 +173,7 @@ class FusedPipelineNode(PipelineNode):
                     keys,
                     sync=sync,
                     partners=partners,
+                    tick_of=reader.tick if reader.ticked else None,
                 )
                 matched = MatchCount()
                 subscription = self.create_subscription(
@@ -213,34 +218,54 @@ class FusedPipelineNode(PipelineNode):
         self._output_publishers = [p for stage in self._stages for p in stage.publishers]
         self._create_status_and_timers()
 
+    def _input_sets(self) -> InputSets:
+        """The external inputs of every stage, keyed ``(stage number, input)``: the chosen
+        triggers (parameter ``triggers``; by default all of them) form the sets that fire a
+        tick, the others are newest-value inputs (all of them on a timer)."""
+        externals = [
+            (number, index)
+            for number, stage in enumerate(self._stages)
+            for index, port in enumerate(stage.plan.inputs)
+            if port.kind == "external"
+        ]
+        if self.firing.mode != "inputs":
+            triggers: frozenset[tuple[int, int]] = frozenset()
+        elif self._chosen is None:
+            triggers = frozenset(externals)
+        else:
+            triggers = frozenset(externals[position] for position in self._chosen)
+        newest = {key: (self._stages[key[0]], key[1]) for key in externals if key not in triggers}
+        return InputSets(triggers, newest, self.firing.max_input_age_s)
+
     # --- data path ----------------------------------------------------------------------
 
     def _fire_on_inputs(self, now: float) -> None:
-        if self._stale_inputs(now, restore=True):
+        sets = self._sets
+        old = sets.old_triggers(now)
+        if old:
+            for number in {number for number, _ in old}:
+                self._stages[number].stale += 1
+            sets.pending.update(old)  # the old ones must come anew
             return
-        self._pending.update(self._triggers)
+        if sets.newest and (unusable := sets.unusable(now)) is not None:
+            unusable.data.stale += 1
+            self._warn("\0stale", f"{unusable.describe()}: skipped a tick (counted stale)")
+            sets.reset()
+            return
+        sets.reset()
         self._run_if_admitted(now)
 
     def _on_timer(self) -> None:
-        now = self._timer_guard(self._stamps.values())
+        sets = self._sets
+        now = self._timer_guard(sets.stamps[key] for key in sets.newest)
         if now is None:
             return
-        if any(value is None for stage in self._stages for value in stage.values):
-            return  # not every input has arrived yet
-        if self._stale_inputs(now, restore=False):
+        unusable = sets.unusable(now)
+        if unusable is not None:
+            if not unusable.missing:  # (not every input has arrived yet: no tick, no count)
+                unusable.data.stale += 1
             return
         self._run_if_admitted(now)
-
-    def _stale_inputs(self, now: float, *, restore: bool) -> bool:
-        age = self.firing.max_input_age_s
-        if not age:
-            return False
-        old = [key for key in self._triggers if now - self._stamps[key] > age]
-        for number in {number for number, _ in old}:
-            self._stages[number].stale += 1
-        if restore:
-            self._pending.update(old)
-        return bool(old)
 
     def _run(self) -> None:
         """One tick: every stage in order, pipeline results published at once."""
@@ -248,6 +273,7 @@ class FusedPipelineNode(PipelineNode):
         later: list[tuple[Any, OutputWriter, Any, Callable[[], int]]] = []
         feedback: list[tuple[Stage, int, Any]] = []
         stamp = now_stamp(self.get_clock(), self._raw) if self._stamped else None
+        tick = self._sets.tick()
         for number, stage in enumerate(self._stages):
             if not stage.producers <= ran:
                 continue  # a producer published nothing this tick
@@ -268,7 +294,7 @@ class FusedPipelineNode(PipelineNode):
             for output, consumer, index in stage.feedback_links:
                 feedback.append((consumer, index, results[output]))
             for output, publisher, writer in stage.publish_now:
-                publisher.publish(writer.write(results[output], stamp))
+                publisher.publish(writer.write(results[output], stamp, tick))
             if stage.publish_later:
                 later += [(p, w, results[o], want) for o, p, w, want in stage.publish_later]
             stage.runs += 1
@@ -277,7 +303,7 @@ class FusedPipelineNode(PipelineNode):
             consumer.values[index] = value
         for publisher, writer, value, wanted in later:
             if wanted():
-                publisher.publish(writer.write(value, stamp))
+                publisher.publish(writer.write(value, stamp, tick))
         self._ticks += 1
         if len(ran) == len(self._stages):  # every result published: the watchdog is fed
             self._gate.last_command = time.monotonic()
@@ -319,12 +345,28 @@ def _always() -> int:
 
 
 def _firing(plan: PipelinePlan, settings: dict[str, Any]) -> Any:
-    """The tick rule: the nodes' firing parameters applied to the pipeline as one node."""
+    """The tick rule: the nodes' firing parameters applied to the pipeline as one node (its
+    triggers name external inputs: values between nodes come within the tick)."""
     from dataclasses import replace
 
-    externals = tuple(p for node in plan.nodes for p in node.inputs if p.kind == "external")
-    whole = replace(plan.nodes[0], name=plan.name, inputs=externals)
-    return firing_rule(whole, settings)
+    externals = [
+        (node.name, p) for node in plan.nodes for p in node.inputs if p.kind == "external"
+    ]
+    whole = replace(plan.nodes[0], name=plan.name, inputs=tuple(p for _, p in externals))
+    return firing_rule(whole, settings, externals, owner=_OWNER)
+
+
+def _external_readers(stage: Stage) -> list[Any]:
+    """One reader per external input topic of ``stage``, and its packed input if it has one."""
+    topics: dict[str, list[int]] = {}
+    for index, port in enumerate(stage.plan.inputs):
+        if port.kind == "external":
+            topics.setdefault(port.topic, []).append(index)
+    copy = not stage.reads_only
+    readers: list[Any] = [TopicReader(stage.plan.inputs, i, copy=copy) for i in topics.values()]
+    if stage.plan.packed is not None:
+        readers.append(PackedInput(stage.plan, copy=copy))
+    return readers
 
 
 def main(argv: Sequence[str] | None = None) -> int:

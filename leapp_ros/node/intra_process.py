@@ -8,7 +8,8 @@ files start), hands each output value straight to the nodes of the same process 
 topic, as rclcpp's intra-process manager does for C++ nodes:
 
 - a producer calls the local readers of an output before publishing it: the consumer runs at
-  once, inside the producer's tick, on the very array (no copy, no message); the producer
+  once, inside the producer's tick, on the very array (no copy, no message), handed over with
+  the tick of its set (``(value, tick)``, :mod:`leapp_ros.messages.tick_label`); the producer
   publishes its pipeline results (outputs no local node reads) first, and the outputs it
   handed over afterwards, so the end of the chain is not delayed by the middle (deferring
   those to a later executor task is slower: a task costs more than the publish);
@@ -44,8 +45,9 @@ class IntraProcessBus:
         self._producers: dict[str, int] = {}
 
     def subscribe(self, topic: str, reader: Reader) -> Callable[[], None]:
-        """Call ``reader(value)`` for every value a node of this process publishes on
-        ``topic`` (absolute name); returns the function that ends it."""
+        """Call ``reader((value, tick))`` for every value a node of this process publishes on
+        ``topic`` (absolute name), with the tick it carries (None: none); returns the
+        function that ends it."""
         readers = self._readers.setdefault(topic, [])
         readers.append(reader)
         return lambda: readers.remove(reader)
@@ -80,11 +82,12 @@ def publish_through(
     subscribers: Sequence[Callable[[], int]],
     values: Sequence[Any],
     stamp: Any = None,
+    tick: int | None = None,
 ) -> None:
-    """Publish one value per output (``topics`` their absolute names): the outputs no node of
-    the process reads first, then each handed-over value to its local readers, then those
-    outputs too where anyone else subscribes. A value of None is not published (an output
-    whose safe action is silent)."""
+    """Publish one value per output (``topics`` their absolute names), carrying ``tick``: the
+    outputs no node of the process reads first, then each handed-over value to its local
+    readers, then those outputs too where anyone else subscribes. A value of None is not
+    published (an output whose safe action is silent)."""
     handed = []
     for topic, publisher, writer, count, value in zip(
         topics, publishers, writers, subscribers, values, strict=True
@@ -95,10 +98,11 @@ def publish_through(
         if readers:
             handed.append((readers, publisher, writer, count, value))
         else:
-            publisher.publish(writer.write(value, stamp))
+            publisher.publish(writer.write(value, stamp, tick))
     for readers, _, _, _, value in handed:
+        item = (value, tick)
         for reader in list(readers):
-            reader(value)
+            reader(item)
     for readers, publisher, writer, count, value in handed:
         if count() > len(readers):
-            publisher.publish(writer.write(value, stamp))
+            publisher.publish(writer.write(value, stamp, tick))

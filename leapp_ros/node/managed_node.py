@@ -253,7 +253,8 @@ class ManagedNode(LifecycleNode):
         fresh after an activation or a release); a run after a timeout resumes commands."""
         gate = self._gate
         resumed = gate.timed_out
-        if gate.admit(now, self._stamps, self._triggers):
+        sets = self._sets
+        if gate.admit(now, sets.stamps, sets.triggers or sets.newest):
             if resumed:
                 self._resumed()
             self._run()

@@ -52,9 +52,10 @@ class OutputTopics:
             [bus.advertise(topic) for topic in self.topics] if bus is not None else []
         )
 
-    def publish(self, values: Sequence[Any], stamp: Any = None) -> None:
-        """Publish one value per output port; a value of None is not published (an output
-        whose safe action is silent)."""
+    def publish(self, values: Sequence[Any], stamp: Any = None, tick: int | None = None) -> None:
+        """Publish one value per output port, each MultiArray carrying ``tick`` (the instant
+        of the set they were computed from; None: none); a value of None is not published
+        (an output whose safe action is silent)."""
         if self._bus is not None:
             publish_through(
                 self._bus,
@@ -64,8 +65,9 @@ class OutputTopics:
                 self.subscriber_counts,
                 values,
                 stamp,
+                tick,
             )
             return
         for publisher, writer, value in zip(self.publishers, self.writers, values, strict=True):
             if value is not None:
-                publisher.publish(writer.write(value, stamp))
+                publisher.publish(writer.write(value, stamp, tick))

@@ -10,10 +10,15 @@ artifact's sha256), maps it with :func:`leapp_ros.plan.pipeline.make_plan` under
 namespace, loads and warms up its model, subscribes to one topic per input and advertises one per
 output, then runs the model whenever its firing rule says so and publishes every output.
 
-The ROS parameters (``spec_path``, ``firing``, ``rate_hz``, ``max_input_age``,
+The ROS parameters (``spec_path``, ``firing``, ``triggers``, ``rate_hz``, ``max_input_age``,
 ``cpu_latency_us``, ``cpu_affinity``, ``on_nonfinite``, ``sync``, ``autostart``,
 ``input_timeout_ms``, ``estop_topic``, ``ports.<port>.*``, ``qos_overrides``) are documented in
-:mod:`leapp_ros.plan.settings` and :mod:`leapp_ros.plan.limits`; all are read once. The node
+:mod:`leapp_ros.plan.settings` and :mod:`leapp_ros.plan.limits`; all are read once, and any
+other is refused. The node fires on the sets its triggers form and uses the newest value of
+its other inputs (:mod:`leapp_ros.node.input_sets`); a node with several external MultiArray
+inputs also takes them as one packed message (:mod:`leapp_ros.messages.packed_inputs`), and
+every output carries the tick of the set it was computed from
+(:mod:`leapp_ros.messages.tick_label`). The node
 is a lifecycle node (:mod:`leapp_ros.node.managed_node`: configure, activate, e-stop, input
 watchdog, safe action, ``/diagnostics``); with ``autostart`` (default) it configures and
 activates at once.
@@ -36,10 +41,10 @@ Exit codes: 0 after SIGINT/SIGTERM, 2 for a startup problem (one error line on s
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from rclpy.parameter import Parameter
@@ -47,6 +52,7 @@ from rclpy.qos_overriding_options import QoSOverridingOptions
 
 from leapp.errors import LeappError
 from leapp.spec import Spec
+from leapp_ros.messages.packed_inputs import PackedInput
 from leapp_ros.messages.topic_io import (
     OutputWriter,
     TopicReader,
@@ -57,6 +63,7 @@ from leapp_ros.messages.topic_io import (
 from leapp_ros.node.cpu_placement import CpuPlacement
 from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
+from leapp_ros.node.input_sets import InputSets
 from leapp_ros.node.intra_process import IntraProcessBus
 from leapp_ros.node.managed_node import ManagedNode
 from leapp_ros.node.match_count import MatchCount
@@ -64,14 +71,15 @@ from leapp_ros.node.output_topics import OutputTopics
 from leapp_ros.node.partner_take import PartnerTake
 from leapp_ros.node.stamp_sync import StampSync, gather_by_stamp, stamp_sync
 from leapp_ros.node.status_report import status_record
+from leapp_ros.plan.firing_settings import firing_rule
 from leapp_ros.plan.limits import declare_output_limits
 from leapp_ros.plan.pipeline import make_plan
 from leapp_ros.plan.settings import (
     StartupError,
     declare_port_overrides,
-    firing_rule,
     load_spec,
     qos_profile,
+    refuse_unknown_parameters,
 )
 
 __all__ = ["PipelineNode", "StartupError", "main"]
@@ -80,8 +88,8 @@ PROGRAM = "leapp_node"
 
 USAGE = f"""usage: {PROGRAM} --ros-args -r __node:=<node> [-r __ns:=/<namespace>]
                   -p spec_path:=<export folder or yaml> [-p pipeline_node:=<node>]
-                  [-p firing:=inputs|timer] [-p rate_hz:=<Hz>] [-p max_input_age:=<s>]
-                  [--params-file <file>] [--log-level <level>]
+                  [-p firing:=inputs|timer] [-p triggers:=[<port>,...]] [-p rate_hz:=<Hz>]
+                  [-p max_input_age:=<s>] [--params-file <file>] [--log-level <level>]
 Runs one node of an exported leapp pipeline as a ROS 2 node."""
 
 
@@ -149,6 +157,7 @@ class PipelineNode(ManagedNode):
             raise
         except LeappError as e:
             raise StartupError(f"node {self.pipeline_node!r}: {e}") from e
+        refuse_unknown_parameters(self, f"node {self.get_fully_qualified_name()!r}")
         self._create_entities()
         self._cpu.request_latency(
             settings["cpu_latency_us"], self.pipeline_node, self.get_logger()
@@ -170,20 +179,20 @@ class PipelineNode(ManagedNode):
         limits = declare_output_limits(self, spec.model(self.pipeline_node))
         ports = declare_port_overrides(self, spec.model(self.pipeline_node))
         plan = make_plan(spec, namespace=self.get_namespace(), ports={self.pipeline_node: ports})
-        self.plan = plan.node(self.pipeline_node)
-        self.firing = firing_rule(self.plan, settings)
+        self.firing = firing_rule(plan.node(self.pipeline_node), settings)
+        self.plan = replace(plan.node(self.pipeline_node), firing=self.firing)
         self._publish_nonfinite = settings["on_nonfinite"] == "publish"
         self._data = NodeData.load(
             spec, plan, self.plan, check_nonfinite=not self._publish_nonfinite, limits=limits
         )
         self._values = self._data.values  # (the same list: one lookup less per run)
-        self._readers = topic_readers(self.plan.inputs, copy=not self._data.reads_only)
+        copy = not self._data.reads_only
+        self._readers = topic_readers(self.plan.inputs, copy=copy)
+        if self.plan.packed is not None:
+            self._readers.append(PackedInput(self.plan, copy=copy))  # type: ignore[arg-type]
         self._writers = [OutputWriter(port, raw=self._raw) for port in self.plan.outputs]
-        inputs = self.plan.inputs
-        self._stamps = [-math.inf] * len(inputs)
-        self._triggers = frozenset(i for i, port in enumerate(inputs) if port.triggers)
-        self._pending = set(self._triggers)
-        self._rejected: set[int] = set()
+        self._sets = InputSets.of_node(self.plan, self._data)
+        self._triggers = self._sets.triggers
 
     def _create_entities(self) -> None:
         overrides = QoSOverridingOptions.with_default_policies()
@@ -197,7 +206,14 @@ class PipelineNode(ManagedNode):
                 gather_by_stamp(sync, self.pipeline_node, reader, self.plan.inputs, self._triggers)
             read = reader.read_raw if self._raw else reader.read
             callback = self._input_callback(
-                self._data, reader, read, reader.indices, skip, sync=sync, partners=partners
+                self._data,
+                reader,
+                read,
+                reader.indices,
+                skip,
+                sync=sync,
+                partners=partners,
+                tick_of=reader.tick if reader.ticked else None,
             )
             matched = MatchCount()
             subscription = self.create_subscription(
@@ -213,10 +229,14 @@ class PipelineNode(ManagedNode):
             self._input_counts.append((reader.resolved, matched))
             if partners is not None:
                 partners.add(subscription, self._triggers.intersection(reader.indices), callback)
-            if self._bus is not None:
+            if self._bus is not None and not isinstance(reader, PackedInput):
                 count = len(reader.indices)
                 deliver = self._input_callback(
-                    self._data, reader, lambda value, n=count: [value] * n, reader.indices
+                    self._data,
+                    reader,
+                    lambda item, n=count: [item[0]] * n,  # (value, tick) from the bus
+                    reader.indices,
+                    tick_of=_handed_tick,
                 )
                 self._bus_exits.append(self._bus.subscribe(reader.resolved, deliver))
         self._outputs = OutputTopics(self, self._writers, overrides=overrides, bus=self._bus)
@@ -251,24 +271,24 @@ class PipelineNode(ManagedNode):
         *,
         sync: StampSync | None = None,
         partners: PartnerTake | None = None,
+        tick_of: Callable[[Any], int | None] | None = None,
     ) -> Callable[[Any], None]:
         """What a subscription (or the bus) calls with each message for ``data``'s ports
-        ``reader.indices``, keyed ``keys`` in this node's stamps and pending set (or gathered
-        by ``sync``); ``partners`` completes a set from the other subscriptions."""
+        ``reader.indices``, keyed ``keys`` in this node's input sets (or gathered by
+        ``sync``); ``partners`` completes a set from the other subscriptions, ``tick_of``
+        reads a message's tick."""
         return data.input_callback(
             reader,
             read,
             keys=keys,
-            stamps=self._stamps,
-            pending=self._pending,
-            rejected=self._rejected,
-            triggers=self._triggers if self.firing.mode == "inputs" else (),
+            sets=self._sets,
             fire=self._fire_on_inputs,
             warn=self._warn,
             check_nonfinite=not self._publish_nonfinite,
             skip=skip,
             sync=sync,
             partners=partners,
+            tick_of=tick_of,
         )
 
     def _partner_take(self, sync: StampSync | None) -> PartnerTake | None:
@@ -276,29 +296,34 @@ class PipelineNode(ManagedNode):
         node that fires on input sets gathered by arrival (None otherwise)."""
         if self.firing.mode != "inputs" or sync is not None:
             return None
-        return PartnerTake(self._pending)
+        return PartnerTake(self._sets.pending)
 
     def _fire_on_inputs(self, now: float) -> None:
-        age = self.firing.max_input_age_s
-        if age:
-            old = [i for i in self._triggers if now - self._stamps[i] > age]
-            if old:
-                self._data.stale += 1
-                self._pending.update(old)
-                return
-        self._pending.update(self._triggers)
+        """Run on the set that formed at ``now``, unless a trigger of it or a newest-value
+        input is too old, or a newest-value input never came (counted ``stale``)."""
+        sets = self._sets
+        old = sets.old_triggers(now)
+        if old:
+            self._data.stale += 1
+            sets.pending.update(old)  # the old ones must come anew
+            return
+        if sets.newest and (unusable := sets.unusable(now)) is not None:
+            unusable.data.stale += 1
+            self._warn("\0stale", f"{unusable.describe()}: skipped a set (counted stale)")
+            sets.reset()
+            return
+        sets.reset()
         self._run_if_admitted(now)
 
     def _on_timer(self) -> None:
-        stamps, triggers = self._stamps, self._triggers
-        now = self._timer_guard(stamps[i] for i in triggers)
+        sets = self._sets
+        now = self._timer_guard(sets.stamps[key] for key in sets.newest)
         if now is None:
             return
-        if any(value is None for value in self._values):
-            return  # not every input has arrived yet
-        age = self.firing.max_input_age_s
-        if age and any(now - stamps[i] > age for i in triggers):
-            self._data.stale += 1
+        unusable = sets.unusable(now)
+        if unusable is not None:
+            if not unusable.missing:  # (not every input has arrived yet: no run, no count)
+                unusable.data.stale += 1
             return
         self._run_if_admitted(now)
 
@@ -315,7 +340,7 @@ class PipelineNode(ManagedNode):
             for output, index in data.state_links:
                 self._values[index] = results[output]
             stamp = now_stamp(self.get_clock(), self._raw) if self._stamped else None
-            self._outputs.publish(results, stamp)
+            self._outputs.publish(results, stamp, self._sets.tick())
         except Exception as e:
             data.report_model_error(e, self._warn, self.get_logger())
             return
@@ -329,8 +354,7 @@ class PipelineNode(ManagedNode):
 
     def _reset_sets(self) -> None:
         """Start gathering a new set of inputs (after an activation or an e-stop release)."""
-        self._pending.update(self._triggers)
-        self._rejected.clear()
+        self._sets.reset()
 
     def _last_set_time(self) -> float | None:
         last = self._gate.last_set
@@ -361,6 +385,10 @@ class PipelineNode(ManagedNode):
 
     def _ready_names(self) -> list[str]:
         return [self.pipeline_node]
+
+
+def _handed_tick(item: tuple[Any, int | None]) -> int | None:
+    return item[1]  # the tick of a value the intra-process bus handed over
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -72,13 +72,17 @@ class StampSync:
         mode: ``"exact"`` or ``"approximate"``.
         slop_ns: the largest spread of stamps within one approximate set.
         topics: a key per triggering topic (or :meth:`add_topic` each).
+        depth: the messages kept per topic while waiting for their partners.
     """
 
-    def __init__(self, mode: str, slop_ns: int = 0, topics: Sequence[Hashable] = ()):
+    def __init__(
+        self, mode: str, slop_ns: int = 0, topics: Sequence[Hashable] = (), depth: int = _DEPTH
+    ):
         if mode not in ("exact", "approximate"):
             raise ValueError(f"a stamp sync is 'exact' or 'approximate', not {mode!r}")
         self.mode = mode
         self.slop_ns = slop_ns if mode == "approximate" else 0
+        self._depth = depth
         self._queues: dict[Hashable, deque[tuple[int, Any]]] = {}
         self._spoilt: dict[Hashable, deque[int]] = {}
         for topic in topics:
@@ -86,8 +90,14 @@ class StampSync:
 
     def add_topic(self, topic: Hashable) -> None:
         """Gather messages of ``topic`` too: no set forms without one of it."""
-        self._queues[topic] = deque(maxlen=_DEPTH)
-        self._spoilt[topic] = deque(maxlen=_DEPTH)
+        self._queues[topic] = deque(maxlen=self._depth)
+        self._spoilt[topic] = deque(maxlen=self._depth)
+
+    def clear(self) -> None:
+        """Forget every queued message (a set formed otherwise: none of them may join a
+        later one); spoilt instants stay spoilt."""
+        for queue in self._queues.values():
+            queue.clear()
 
     def add(self, topic: Hashable, stamp: int, entry: Any) -> dict[Hashable, Any] | None:
         """Queue ``entry`` (a decoded message of ``topic`` stamped ``stamp``); the set it

@@ -27,6 +27,7 @@ __all__ = [
     "InputPlan",
     "NodePlan",
     "OutputPlan",
+    "PackedPlan",
     "PipelinePlan",
     "PlanError",
     "QosPlan",
@@ -125,14 +126,36 @@ class OutputPlan:
 
 
 @dataclass(frozen=True)
+class PackedPlan:
+    """One message carrying every external MultiArray input of a node at once (the packed
+    input, :mod:`leapp_ros.messages.packed_inputs`): a set of those inputs is one message.
+
+    ``ports`` are the input ports it carries, in the node's input order; ``dtype`` the dtype
+    of its ``std_msgs`` MultiArray (the ports' own when they share one, else float64).
+    """
+
+    topic: str  # relative, ``<node>/packed_inputs``
+    message_type: str
+    dtype: str
+    ports: tuple[str, ...]
+    qos: QosPlan = SUBSCRIPTION_QOS
+
+
+@dataclass(frozen=True)
 class Firing:
-    """When a node runs: ``inputs`` (every triggering input is new) or ``timer`` (``rate_hz``)."""
+    """When a node runs: ``inputs`` (its triggers formed a set) or ``timer`` (``rate_hz``).
+
+    ``triggers`` names the inputs whose messages form the sets that fire the node (None: every
+    external and data-flow input); every other external and data-flow input is a newest-value
+    input, used as last received (checked against ``max_input_age_s``).
+    """
 
     mode: str = "inputs"
     rate_hz: float | None = None
     max_input_age_s: float | None = None  # inputs older than this are not used (None: no limit)
     sync: str = "arrival"  # a set of inputs: newest messages, or messages of one header stamp
     sync_slop_s: float = 0.0  # sync "approximate": the largest spread of stamps in one set
+    triggers: tuple[str, ...] | None = None  # the inputs that fire the node (None: all)
 
 
 @dataclass(frozen=True)
@@ -142,9 +165,22 @@ class NodePlan:
     inputs: tuple[InputPlan, ...]
     outputs: tuple[OutputPlan, ...]
     firing: Firing = field(default_factory=Firing)
+    packed: PackedPlan | None = None  # every external MultiArray input in one message
 
     def input(self, port: str) -> InputPlan:
         return next(i for i in self.inputs if i.port == port)
+
+    def triggering(self) -> frozenset[int]:
+        """The positions of the inputs that fire the node under its firing rule (none on a
+        timer); the other inputs fed over a topic are newest-value inputs."""
+        if self.firing.mode != "inputs":
+            return frozenset()
+        chosen = self.firing.triggers
+        return frozenset(
+            index
+            for index, port in enumerate(self.inputs)
+            if port.triggers and (chosen is None or port.port in chosen)
+        )
 
     def output(self, port: str) -> OutputPlan:
         return next(o for o in self.outputs if o.port == port)
@@ -168,7 +204,9 @@ class PipelinePlan:
         )
 
     def topics(self) -> list[tuple[str, str]]:
-        """Every data topic as ``(absolute name, type)``, as ``ros2 topic list -t`` shows it."""
+        """Every data topic as ``(absolute name, type)``, as ``ros2 topic list -t`` shows it:
+        each output and each input fed over a topic. The packed inputs, another form of the
+        external inputs, are :meth:`packed_topics`."""
         found = {(self.resolve(o.topic), o.message_type) for n in self.nodes for o in n.outputs}
         found |= {
             (self.resolve(i.topic), i.message_type)
@@ -177,6 +215,14 @@ class PipelinePlan:
             if i.topic is not None
         }
         return sorted(found)
+
+    def packed_topics(self) -> list[tuple[str, str]]:
+        """The packed input of every node that has one, as :meth:`topics` lists topics."""
+        return sorted(
+            (self.resolve(n.packed.topic), n.packed.message_type)
+            for n in self.nodes
+            if n.packed is not None
+        )
 
     def operation_topics(self, *, fused: bool = False) -> list[tuple[str, str]]:
         """The topics of the running nodes besides the data topics, as ``topics()`` has

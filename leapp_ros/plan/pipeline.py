@@ -17,7 +17,11 @@ anywhere. The mapping (see the project's design brief):
   MultiArray (both ends are ours);
 - QoS: depth 1, volatile; publishers reliable, subscriptions best effort ("newest wins");
 - firing: when every triggering input has a new message, or on a timer (``rate_hz``, by default
-  ``pipeline.configs.frequency``) with the latest values.
+  ``pipeline.configs.frequency``) with the latest values;
+- packed input: a node with two or more external MultiArray inputs also subscribes to
+  ``<node>/packed_inputs``, one MultiArray carrying all of them (:class:`PackedPlan`,
+  :mod:`leapp_ros.messages.packed_inputs`), so a client can send the inputs of one instant
+  as one message.
 
 The plan's values (:class:`PipelinePlan`, :class:`NodePlan`, the port plans, QoS profiles and
 topic names) are defined in :mod:`leapp_ros.plan.graph_plan`; this module is where the rest of
@@ -43,6 +47,7 @@ from leapp_ros.plan.graph_plan import (
     InputPlan,
     NodePlan,
     OutputPlan,
+    PackedPlan,
     PipelinePlan,
     PlanError,
     QosPlan,
@@ -54,6 +59,7 @@ from leapp_ros.plan.graph_plan import (
 __all__ = [
     "DIAGNOSTICS_TOPIC",
     "METADATA_QOS",
+    "PACKED_TOPIC",
     "PUBLISHER_QOS",
     "STATUS_TOPIC",
     "SUBSCRIPTION_QOS",
@@ -62,13 +68,23 @@ __all__ = [
     "InputPlan",
     "NodePlan",
     "OutputPlan",
+    "PackedPlan",
     "PipelinePlan",
     "PlanError",
     "QosPlan",
     "check_namespace",
     "make_plan",
     "message_type",
+    "packed_dtype",
 ]
+
+PACKED_TOPIC = "packed_inputs"  # <node>/packed_inputs: every external MultiArray input at once
+
+# dtypes whose every value a float64 holds exactly (a packed message of mixed dtypes)
+_EXACT_IN_FLOAT64 = {
+    "float16", "bfloat16", "float32", "float64", "bool",
+    "int8", "int16", "int32", "uint8", "uint16", "uint32",
+}  # fmt: skip
 
 
 def make_plan(
@@ -107,7 +123,14 @@ def make_plan(
         _check_shared_topics(model.name, inputs)
         node_outputs = tuple(outputs[f"{model.name}/{port.name}"] for port in model.outputs)
         nodes.append(
-            NodePlan(model.name, model, inputs, node_outputs, firing.get(model.name, default))
+            NodePlan(
+                model.name,
+                model,
+                inputs,
+                node_outputs,
+                firing.get(model.name, default),
+                _packed_plan(model, inputs),
+            )
         )
     initial = spec.pipeline.initial_values
     return PipelinePlan(
@@ -226,6 +249,35 @@ def _bind(
         )
     except BindingError as e:
         raise PlanError(str(e)) from e
+
+
+def packed_dtype(dtypes: list[str]) -> str | None:
+    """The dtype of a packed message carrying ports of ``dtypes``: their common wire dtype
+    (float32 for float16 and bfloat16, uint8 for bool), else float64 when it holds every
+    value exactly, else None (int64 or uint64 beside another dtype)."""
+    wires = {message_type(dtype) for dtype in dtypes}
+    if len(wires) == 1:
+        first = dtypes[0]
+        return {"float16": "float32", "bfloat16": "float32", "bool": "uint8"}.get(first, first)
+    if all(dtype in _EXACT_IN_FLOAT64 for dtype in dtypes):
+        return "float64"
+    return None
+
+
+def _packed_plan(model: ModelSpec, inputs: tuple[InputPlan, ...]) -> PackedPlan | None:
+    """The packed input of a node with two or more external MultiArray inputs (None when it
+    has fewer, when their dtypes fit no one MultiArray, or when a port takes its topic)."""
+    ports = [port for port in inputs if port.kind == "external" and port.binding is None]
+    dtype = packed_dtype([port.dtype for port in ports]) if len(ports) >= 2 else None
+    taken = {port.name for port in (*model.inputs, *model.outputs)}
+    if dtype is None or PACKED_TOPIC in taken:
+        return None
+    return PackedPlan(
+        topic=f"{model.name}/{PACKED_TOPIC}",
+        message_type=message_type(dtype),
+        dtype=dtype,
+        ports=tuple(port.port for port in ports),
+    )
 
 
 def _check_shared_topics(node: str, inputs: tuple[InputPlan, ...]) -> None:

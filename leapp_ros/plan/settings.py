@@ -1,12 +1,12 @@
 """What a pipeline node needs before it runs, from its ROS parameters and the export.
 
 The parameters every :class:`~leapp_ros.node.pipeline_node.PipelineNode` declares
-(:data:`PARAMETERS`,
-:func:`declare_parameters`), the spec (:func:`load_spec`), the firing rule once the parameters
-are applied to the plan's (:func:`firing_rule`), the first values of feedback and state inputs
-(:func:`initial_values`), the per-port message overrides ``ports.<port>.*``
-(:func:`declare_port_overrides`, or :func:`port_overrides` from a parameters file) and rclpy
-QoS profiles (:func:`qos_profile`). Every problem is a :class:`StartupError` that says what to
+(:data:`PARAMETERS`, :func:`declare_parameters`; any other one is refused:
+:func:`refuse_unknown_parameters`), the spec (:func:`load_spec`), the per-port message
+overrides ``ports.<port>.*`` (:func:`declare_port_overrides`, or :func:`port_overrides` from a
+parameters file) and rclpy QoS profiles (:func:`qos_profile`). The firing rule is
+:mod:`leapp_ros.plan.firing_settings`, the first values of feedback and state inputs
+:mod:`leapp_ros.plan.initial_values`. Every problem is a :class:`StartupError` that says what to
 change; ``leapp_node`` turns it into exit code 2. No torch import.
 
 The parameters of a pipeline node (all read once at startup):
@@ -16,14 +16,21 @@ The parameters of a pipeline node (all read once at startup):
 ``pipeline_node`` (string)
     The pipeline node to run; default: the ROS node name.
 ``firing`` (``inputs`` | ``timer``)
-    ``inputs`` (default): run when every triggering input (external or data_flow) has a new
-    message since the last run. ``timer``: run at ``rate_hz`` on the latest values, once every
-    input has a value. A node without triggering inputs runs on the timer when a rate is known.
+    ``inputs`` (default): run when every trigger (``triggers``) has a new message since the
+    last run. ``timer``: run at ``rate_hz`` on the latest values, once every input has a
+    value. A node without triggering inputs runs on the timer when a rate is known.
+``triggers`` (string array)
+    The inputs whose messages fire the node (``firing: inputs``), by port name (``state``, or
+    ``<node>/state``); unset (default): every external and data-flow input. Every other
+    external and data-flow input is a *newest-value* input: a run uses its latest message;
+    one that has not arrived yet, or (with ``max_input_age``) arrived too long ago, skips the
+    run, counted as ``stale``. Feedback and state inputs never trigger.
 ``rate_hz`` (number)
     Timer rate; 0 means ``pipeline.configs.frequency`` of the spec.
 ``max_input_age`` (number, seconds)
-    When > 0, a run whose triggering inputs include one received longer ago than this is
-    skipped and counted as ``stale`` (with ``firing: inputs`` that input must then arrive anew).
+    When > 0, a run whose inputs include one received longer ago than this (a trigger of its
+    set, a newest-value input, or on a timer any input) is skipped and counted as ``stale``
+    (with ``firing: inputs`` an old trigger must then arrive anew).
 ``cpu_latency_us`` (integer, microseconds)
     When >= 0, the node holds a Linux CPU latency request of this many microseconds while it
     runs (:mod:`leapp_ros.plan.cpu_settings`): idle CPUs stay within that wake-up time, which cuts
@@ -67,15 +74,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from leapp.errors import LeappError
 from leapp.spec import ModelSpec, Spec
-from leapp_ros.plan.pipeline import Firing, NodePlan, QosPlan
+from leapp_ros.plan.pipeline import QosPlan
 from leapp_ros.plan.port_override import (
     PORT_PARAMETERS,
     OverrideError,
@@ -85,17 +88,16 @@ from leapp_ros.plan.port_override import (
 
 __all__ = [
     "NONFINITE_POLICIES",
+    "OTHER_PARAMETERS",
     "PARAMETERS",
     "PORT_PARAMETERS",
-    "SYNC_MODES",
     "StartupError",
     "declare_parameters",
     "declare_port_overrides",
-    "firing_rule",
-    "initial_values",
     "load_spec",
     "port_overrides",
     "qos_profile",
+    "refuse_unknown_parameters",
     "whole_numbers",
 ]
 
@@ -113,6 +115,7 @@ PARAMETERS: tuple[tuple[str, Any, str], ...] = (
     ("cpu_latency_us", -1, "hold a CPU wake-up latency request of this many us (-1: off)"),
     ("cpu_affinity", (), "run this process on these CPUs only (unset: anywhere)"),
     ("on_nonfinite", "drop", "'drop': NaN/inf inputs and results are not used; 'publish'"),
+    ("triggers", [], "the inputs that fire the node (unset: every external and data_flow one)"),
     ("sync", "arrival", "a set of inputs: 'arrival' (newest), 'exact' / 'approximate' (stamps)"),
     ("sync_slop_ms", 10.0, "sync 'approximate': largest spread of header stamps in one set"),
     ("autostart", True, "configure and activate at startup; false: wait for ros2 lifecycle"),
@@ -120,10 +123,13 @@ PARAMETERS: tuple[tuple[str, Any, str], ...] = (
     ("estop_topic", "", "a std_msgs/Bool topic: true engages the e-stop, false releases it"),
     ("raw_messages", True, "data topics as serialized CDR bytes (false: rclpy messages)"),
 )
-"""``(name, default, description)``; a default of ``()`` is an integer array, unset."""
+"""``(name, default, description)``; a default of ``()`` is an integer array, ``[]`` a string
+array, both unset."""
+
+OTHER_PARAMETERS = ("publish_intermediate", "use_sim_time", "start_type_description_service")
+"""Parameters a pipeline node leaves to others: ``leapp_fused``'s own, rclpy's."""
 
 NONFINITE_POLICIES = ("drop", "publish")
-SYNC_MODES = ("arrival", "exact", "approximate")
 
 
 def declare_parameters(node: Any) -> dict[str, Any]:
@@ -137,6 +143,12 @@ def declare_parameters(node: Any) -> dict[str, Any]:
 
     values: dict[str, Any] = {}
     for name, default, description in PARAMETERS:
+        if default == []:  # a list of names, unset by default: -p triggers:=[state]
+            names = ParameterDescriptor(
+                description=description, read_only=True, dynamic_typing=True
+            )
+            values[name] = _names(name, node.declare_parameter(name, None, names).value)
+            continue
         if default == ():  # any type here, checked below: -p cpu_affinity:=1 means [1]
             array = ParameterDescriptor(
                 description=description, read_only=True, dynamic_typing=True
@@ -258,6 +270,20 @@ def _whole_number(name: str, value: Any) -> int:
     return value
 
 
+def _names(name: str, value: Any) -> tuple[str, ...] | None:
+    """A string array parameter's value: None when unset, one string counting as a list of one."""
+    if value is None:
+        return None
+    names = (value,) if isinstance(value, str) else value
+    sequence = isinstance(names, Sequence) and not isinstance(names, bytes)
+    if not sequence or not all(isinstance(n, str) and n for n in names):
+        shown = list(names) if sequence else repr(names)
+        raise StartupError(
+            f"parameter {name} must be a list of names such as [state], got {shown}"
+        )
+    return tuple(names)
+
+
 def whole_numbers(name: str, value: Any) -> tuple[int, ...]:
     """An integer array parameter's value: whole numbers >= 0; one number counts as a list of
     one, unset (None) as an empty list."""
@@ -287,90 +313,6 @@ def load_spec(spec_path: str) -> Spec:
     return spec_file.load(spec_path, verify_checksums=True)
 
 
-def firing_rule(plan: NodePlan, settings: Mapping[str, Any]) -> Firing:
-    """The plan's firing rule with the node's parameters applied, checked."""
-    mode = settings["firing"]
-    if mode not in ("inputs", "timer"):
-        raise StartupError(f"parameter firing must be 'inputs' or 'timer', got {mode!r}")
-    rate = settings["rate_hz"] or plan.firing.rate_hz
-    if mode == "inputs" and not any(port.triggers for port in plan.inputs):
-        if not rate:
-            raise StartupError(
-                f"node {plan.name!r} has no input that can trigger it (only feedback or state "
-                "inputs); run it on a timer: -p firing:=timer -p rate_hz:=<Hz>"
-            )
-        mode = "timer"
-    if mode == "timer" and not rate:
-        raise StartupError(
-            f"node {plan.name!r}: firing is 'timer' but no rate is known; pass -p rate_hz:=<Hz> "
-            "or export with graph_configs frequency"
-        )
-    age = settings["max_input_age"] or None
-    sync = settings.get("sync", "arrival")
-    if sync not in SYNC_MODES:
-        raise StartupError(
-            f"node {plan.name!r}: parameter sync must be one of {list(SYNC_MODES)}, got {sync!r}"
-        )
-    if sync != "arrival" and mode != "inputs":
-        raise StartupError(
-            f"node {plan.name!r}: sync {sync!r} gathers the inputs that fire the node, but it "
-            "runs on a timer; use firing: inputs, or sync: arrival"
-        )
-    slop = settings.get("sync_slop_ms", 0.0) / 1000.0
-    return replace(
-        plan.firing, mode=mode, rate_hz=rate, max_input_age_s=age, sync=sync, sync_slop_s=slop
-    )
-
-
-def initial_values(path: Path | None, plan: NodePlan) -> dict[int, Any]:
-    """First values of the feedback and state inputs, by input index, as NumPy arrays (torch
-    tensors for bfloat16, which NumPy lacks)."""
-    needed = {i: port for i, port in enumerate(plan.inputs) if port.kind in ("feedback", "state")}
-    if not needed:
-        return {}
-    ports = [port.port for port in needed.values()]
-    where = f"node {plan.name!r}: feedback/state input(s) {ports} need initial values, but"
-    if path is None:
-        raise StartupError(
-            f"{where} the spec names no pipeline.initial_values file; add a safetensors file "
-            "with keys '<node>/<port>' and name it there"
-        )
-    if not path.is_file():
-        raise StartupError(f"{where} the initial values file {str(path)!r} does not exist")
-    tensors = _load_safetensors(path, any(port.dtype == "bfloat16" for port in needed.values()))
-    values = {}
-    for index, port in needed.items():
-        key = f"{plan.name}/{port.port}"
-        value = tensors.get(key)
-        if value is None:
-            raise StartupError(f"{where} {str(path)!r} has no tensor {key!r}")
-        dtype = str(value.dtype).removeprefix("torch.")
-        if (dtype, tuple(value.shape)) != (port.dtype, tuple(port.shape)):
-            raise StartupError(
-                f"node {plan.name!r}: initial value {key!r} in {str(path)!r} is "
-                f"{dtype} {list(value.shape)}, the port is {port.dtype} {list(port.shape)}"
-            )
-        values[index] = value
-    return values
-
-
-def _load_safetensors(path: Path, bfloat16: bool) -> Mapping[str, Any]:
-    """The tensors of a safetensors file: NumPy arrays, or torch tensors where NumPy lacks a
-    dtype (bfloat16) and torch is needed anyway."""
-    if bfloat16:
-        from safetensors.torch import load_file as load_tensors
-
-        return load_tensors(str(path))
-    from safetensors.numpy import load_file as load_arrays
-
-    try:
-        return {key: np.ascontiguousarray(value) for key, value in load_arrays(str(path)).items()}
-    except (TypeError, ValueError):  # a bfloat16 tensor of another node
-        from safetensors.torch import load_file as load_tensors
-
-        return load_tensors(str(path))
-
-
 def qos_profile(qos: QosPlan) -> Any:
     """The rclpy QoSProfile of a plan's QoS."""
     from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -383,3 +325,29 @@ def qos_profile(qos: QosPlan) -> Any:
         reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
         durability=DurabilityPolicy.TRANSIENT_LOCAL if durable else DurabilityPolicy.VOLATILE,
     )
+
+
+def refuse_unknown_parameters(node: Any, owner: str) -> None:
+    """Raise unless every parameter given to ``node`` (command line, parameters file, load
+    request) is one it declared, one of :data:`OTHER_PARAMETERS`, a ``ports.<port>.*``
+    (:func:`declare_port_overrides` warns of those) or a ``qos_overrides.*`` (rclpy's).
+
+    Raises:
+        StartupError: naming the unknown parameters and the known ones, so that a typo
+            (``trigers``, ``max_input_ages``) never passes unnoticed.
+    """
+    given = getattr(node, "_parameter_overrides", {})
+    unknown = sorted(
+        name
+        for name in given
+        if not node.has_parameter(name)
+        and name not in OTHER_PARAMETERS
+        and not name.startswith(("ports.", "qos_overrides."))
+    )
+    if unknown:
+        known = [name for name, _, _ in PARAMETERS]
+        raise StartupError(
+            f"{owner}: unknown parameter(s) {unknown}; a leapp node takes {known}, "
+            "ports.<port>.* and qos_overrides.* (leapp_fused also publish_intermediate): "
+            "check the spelling in the parameters file or the -p arguments"
+        )

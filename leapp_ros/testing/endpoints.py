@@ -1,8 +1,8 @@
 """The harness's side of a plan's topics: :class:`Endpoints`.
 
-One probe publisher per external input topic (reliable: the nodes' own publisher QoS; the
-nodes' subscriptions keep theirs) and one probe subscription per output topic; tensors made
-into messages and back; how many messages went out on each input topic.
+One probe publisher per external input topic and per packed input (reliable: the nodes' own
+publisher QoS; the nodes' subscriptions keep theirs) and one probe subscription per output
+topic; tensors made into messages and back; how many messages went out on each input topic.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 
 from leapp.errors import PipelineError
 from leapp_ros.messages.multiarray import MessageError
+from leapp_ros.messages.packed_inputs import PackedInput
 from leapp_ros.plan.pipeline import PipelinePlan
 from leapp_ros.testing.probe import Inbox, Probe
 from leapp_ros.testing.topics import InputSender, OutputReader, driven_outputs, input_senders
@@ -26,6 +27,8 @@ class Endpoints:
         inputs: by external input ``"node/port"``: ``(topic, sender, publisher)``; the ports
             one message carries share the topic and the publisher.
         outputs: by output ``"node/port"``: ``(topic, reader, inbox)``.
+        packed: by node, the topic (absolute) and publisher of its packed input
+            (:mod:`leapp_ros.messages.packed_inputs`), for nodes that have one.
         sent: the messages published on each input topic (absolute name).
     """
 
@@ -44,6 +47,12 @@ class Endpoints:
             publisher = probe.publisher(topic, sender.message_class)
             for key in sender.keys:  # several keys when one message carries several ports
                 self.inputs[key] = (topic, sender, publisher)
+        self.packed: dict[str, tuple[str, Any]] = {}
+        for node in plan.nodes:
+            if node.packed is not None:
+                topic = plan.resolve(node.packed.topic)
+                message_class = PackedInput(node).message_class
+                self.packed[node.name] = (topic, probe.publisher(topic, message_class))
 
     def counts(self) -> dict[str, int]:
         """The messages received so far on each output, by ``"node/port"``."""
@@ -78,6 +87,7 @@ class Endpoints:
             PipelineError: a topic that is no external input topic.
         """
         publishers = {topic: publisher for topic, _, publisher in self.inputs.values()}
+        publishers.update(self.packed.values())
         unknown = sorted(set(messages) - set(publishers))
         if unknown:
             raise PipelineError(

@@ -43,7 +43,7 @@ def topic_problems(
         publisher: the ROS node that publishes every output and subscribes to every
             external input (a fused node); None: each pipeline node has its own.
     """
-    expected = dict(plan.topics())
+    expected = dict(plan.topics()) | dict(plan.packed_topics())
     found = dict(node.get_topic_names_and_types())
     prefix = plan.namespace.rstrip("/") + "/"
     status = plan.resolve(STATUS_TOPIC)

@@ -3,8 +3,9 @@
 :func:`describe_plan` renders a :class:`~leapp_ros.plan.pipeline.PipelinePlan` as aligned tables:
 
 - the nodes, with their backend, artifact and firing rule;
-- every publisher (one per output) and every subscription (one per input fed over a topic)
-  with message type, dtype, shape and QoS;
+- every publisher (one per output) and every subscription (one per input fed over a topic,
+  and a node's packed input) with message type, dtype, shape, QoS and whether it fires the
+  node (``newest value``: an input outside the node's ``triggers``);
 - the robot messages: every port that travels in a standard robot message (JointState, Imu,
   Twist, ...) with the fields or joint names it carries, and every port with a ``kind`` that
   keeps its MultiArray, with the reason;
@@ -82,7 +83,8 @@ def topic_list(plan: PipelinePlan, *, notes: bool = False) -> list[str]:
     With ``notes``, indented and followed by the hidden status topic and the two topics every
     ROS 2 graph has.
     """
-    lines = [f"{name} [{kind}]" for name, kind in plan.topics()]
+    topics = sorted([*plan.topics(), *plan.packed_topics()])
+    lines = [f"{name} [{kind}]" for name, kind in topics]
     if not notes:
         return lines
     status = f"{plan.resolve(STATUS_TOPIC)} [{STATUS_MESSAGE_TYPE}]"
@@ -179,22 +181,30 @@ def _robot_rows(plan: PipelinePlan) -> list[tuple[str, ...]]:
 
 
 def _subscription_lines(plan: PipelinePlan) -> list[str]:
-    rows = [
-        (
-            plan.resolve(port.topic),
-            port.message_type,
-            port.dtype,
-            format_shape(port.shape),
-            f"{node.name}/{port.port}",
-            port.kind,
-            "yes" if port.triggers else "no",
-            format_qos(port.qos),
-        )
-        for node in plan.nodes
-        for port in node.inputs
-        if port.topic is not None
-    ]
+    rows = []
+    for node in plan.nodes:
+        fires = node.triggering()
+        for index, port in enumerate(node.inputs):
+            if port.topic is None:
+                continue
+            triggers = "newest value" if port.triggers and index not in fires else "no"
+            rows.append((plan.resolve(port.topic), port.message_type, port.dtype,
+                         format_shape(port.shape), f"{node.name}/{port.port}", port.kind,
+                         "yes" if index in fires else triggers, format_qos(port.qos)))  # fmt: skip
+        if node.packed is not None:  # every external MultiArray input in one message
+            size = sum(_elements(node.input(name).shape) for name in node.packed.ports)
+            rows.append((plan.resolve(node.packed.topic), node.packed.message_type,
+                         node.packed.dtype, f"[{size}]",
+                         f"{node.name}/{'+'.join(node.packed.ports)}", "packed",
+                         "as its ports", format_qos(node.packed.qos)))  # fmt: skip
     return format_table(_SUBSCRIPTION_HEADER, rows)
+
+
+def _elements(shape: Sequence[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
 
 
 def _feedback_lines(plan: PipelinePlan) -> list[str]:

@@ -1,7 +1,7 @@
 """leapp_ros.node.intra_process: a producer's pipeline results go out first, then its values reach
-the nodes of the same process, then the middleware gets those too where anyone else listens;
-readers and producers leave the bus when they end. The last test composes the seed's nodes on
-one bus over real rclpy and Fast DDS."""
+the nodes of the same process (with the tick of their set), then the middleware gets those too
+where anyone else listens; readers and producers leave the bus when they end. The last test
+composes the seed's nodes on one bus over real rclpy and Fast DDS."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ class _Publisher:
 
 
 class _Writer:
-    def write(self, value, stamp=None):
-        return f"message of {value}"
+    def write(self, value, stamp=None, tick=None):
+        return f"message of {value}" + ("" if tick is None else f" at tick {tick}")
 
 
 def test_results_are_published_before_handed_values_reach_local_readers():
@@ -37,8 +37,20 @@ def test_results_are_published_before_handed_values_reach_local_readers():
     publish_through(bus, topics, publishers, [_Writer(), _Writer()], counts, ["o", "r"])
     assert log == [
         ("publish", "/p/a/result", "message of r"),
-        ("local", "/p/a/obs", "o"),
+        ("local", "/p/a/obs", ("o", None)),
         ("publish", "/p/a/obs", "message of o"),
+    ]
+
+
+def test_a_handed_over_value_and_its_messages_carry_the_tick_of_its_set():
+    bus, log = IntraProcessBus(), []
+    bus.subscribe("/p/a/obs", lambda item: log.append(("local", "/p/a/obs", item)))
+    publisher = _Publisher("/p/a/obs", log)
+    counts = [publisher.get_subscription_count]
+    publish_through(bus, ["/p/a/obs"], [publisher], [_Writer()], counts, ["o"], tick=42)
+    assert log == [
+        ("local", "/p/a/obs", ("o", 42)),
+        ("publish", "/p/a/obs", "message of o at tick 42"),
     ]
 
 
@@ -59,7 +71,7 @@ def test_a_reader_that_left_gets_nothing_more():
     publish_through(bus, ["/p/a/obs"], [publisher], [_Writer()], counts, [1])
     leave()
     publish_through(bus, ["/p/a/obs"], [publisher], [_Writer()], counts, [2])
-    assert got == [1]
+    assert got == [(1, None)]
     assert bus.readers("/p/a/obs") == []
 
 
@@ -69,7 +81,7 @@ def test_a_handed_over_value_skips_the_middleware_when_only_local_readers_subscr
     publisher = _Publisher("/p/a/obs", log, subscriptions=1)  # the local reader's own
     counts = [publisher.get_subscription_count]
     publish_through(bus, ["/p/a/obs"], [publisher], [_Writer()], counts, ["o"])
-    assert log == [("local", "/p/a/obs", "o")]
+    assert log == [("local", "/p/a/obs", ("o", None))]
 
 
 @pytest.mark.ros

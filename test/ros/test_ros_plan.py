@@ -25,10 +25,14 @@ def load_text(tmp_path, text, name="torch_pipeline"):
     return spec_module.load(path, verify_checksums=False)
 
 
-def test_seed_plan_has_a_node_per_model_and_a_topic_per_tensor(tmp_path):
+def test_seed_plan_has_a_node_per_model_a_topic_per_tensor_and_a_packed_input(tmp_path):
     plan = make_plan(load_text(tmp_path, LEAPP_SEED_SPEC))
     assert plan.namespace == "/torch_pipeline"
     assert [n.name for n in plan.nodes] == ["preprocess", "policy"]
+    assert plan.node("preprocess").packed.ports == ("state", "velocity")
+    assert plan.packed_topics() == [
+        ("/torch_pipeline/preprocess/packed_inputs", "std_msgs/msg/Float32MultiArray")
+    ]
     assert plan.topics() == [
         ("/torch_pipeline/policy/action", "std_msgs/msg/Float32MultiArray"),
         ("/torch_pipeline/preprocess/obs", "std_msgs/msg/Float32MultiArray"),

@@ -57,7 +57,9 @@ def test_inspect_prints_every_subscription_with_kind_trigger_and_qos(seed, capsy
     row(subscriptions, "/torch_pipeline/preprocess/state", FLOAT32, "[6]", "external", "yes", qos)
     row(subscriptions, "/torch_pipeline/preprocess/velocity", FLOAT32, "[3]", "external", qos)
     row(subscriptions, "/torch_pipeline/preprocess/obs", FLOAT32, "policy/obs", "data_flow", qos)
-    assert len(subscriptions) == 4
+    packed = "/torch_pipeline/preprocess/packed_inputs"
+    row(subscriptions, packed, FLOAT32, "[9]", "preprocess/state+velocity", "as its ports", qos)
+    assert len(subscriptions) == 5
 
 
 def test_inspect_prints_nodes_with_backend_artifact_and_firing(seed, capsys):
@@ -68,8 +70,10 @@ def test_inspect_prints_nodes_with_backend_artifact_and_firing(seed, capsys):
 
 def test_inspect_lists_what_ros2_topic_list_shows_and_the_hidden_status_topic(seed, capsys):
     listing = section(inspect(capsys, str(seed.path)), "ros2 topic list -t")
-    expected = [f"  {name} [{kind}]" for name, kind in load_plan(seed.path).topics()]
-    assert listing == expected and len(expected) == 4
+    plan = load_plan(seed.path)
+    topics = sorted([*plan.topics(), *plan.packed_topics()])  # preprocess/packed_inputs too
+    expected = [f"  {name} [{kind}]" for name, kind in topics]
+    assert listing == expected and len(expected) == 5
     text = inspect(capsys, str(seed.path))
     assert "/torch_pipeline/_leapp/status [std_msgs/msg/String]" in text
     assert "--include-hidden-topics" in text

@@ -62,6 +62,7 @@ def test_driven_outputs_are_those_of_every_node_that_fires(seed):
 
 OBS, ACTION = "/torch_pipeline/preprocess/obs", "/torch_pipeline/policy/action"
 STATE, VELOCITY = "/torch_pipeline/preprocess/state", "/torch_pipeline/preprocess/velocity"
+PACKED = "/torch_pipeline/preprocess/packed_inputs"
 
 
 def seed_records(obs_readers=1, obs_writers=1, probe_readers=1, inputs=1):
@@ -189,7 +190,8 @@ def test_each_input_is_taken_exactly_once(graph):
     graph.step(seed_inputs())
     status = graph.wait_received()
     sent = graph.endpoints.sent
-    assert status["preprocess"]["received_on"] == {STATE: sent[STATE], VELOCITY: sent[VELOCITY]}
+    expected = {STATE: sent[STATE], VELOCITY: sent[VELOCITY], PACKED: 0}  # packed: not used
+    assert status["preprocess"]["received_on"] == expected
     if not graph.fused:  # (fused: policy takes obs in memory)
         assert status["policy"]["received_on"] == {OBS: status["preprocess"]["runs"]}
     assert status["preprocess"]["runs"] == sent[STATE] == len(graph.received("preprocess/obs"))

@@ -1,0 +1,119 @@
+"""A pipeline node's firing rule from its parameters: :func:`firing_rule` applies ``firing``,
+``rate_hz``, ``max_input_age``, ``sync``, ``sync_slop_ms`` and ``triggers``
+(:mod:`leapp_ros.plan.settings` documents each) to the plan's rule, and :func:`trigger_ports`
+resolves the names ``triggers`` gives. Every problem is a
+:class:`~leapp_ros.plan.settings.StartupError` that says what to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from leapp_ros.plan.pipeline import Firing, InputPlan, NodePlan
+from leapp_ros.plan.settings import StartupError
+
+__all__ = ["SYNC_MODES", "firing_rule", "trigger_ports"]
+
+SYNC_MODES = ("arrival", "exact", "approximate")
+
+
+def trigger_ports(
+    owner: str, names: Sequence[str] | None, ports: Sequence[tuple[str, InputPlan]]
+) -> frozenset[int] | None:
+    """The positions in ``ports`` (``(node, input plan)`` each) of the inputs that parameter
+    ``triggers`` (``names``: ``port`` or ``node/port``; None when unset) names.
+
+    Raises:
+        StartupError: an empty list, a name that is no input, or one of an input that never
+            triggers (feedback, state); the message lists the inputs that can.
+    """
+    if names is None:
+        return None
+    can = [f"{node}/{port.port}" for node, port in ports if port.triggers]
+    if not names:
+        raise StartupError(
+            f"{owner}: parameter triggers lists no input; leave it unset to fire on every "
+            f"external and data_flow input ({can}), or run on a timer (firing: timer)"
+        )
+    chosen: set[int] = set()
+    for name in names:
+        node, _, port_name = name.rpartition("/")
+        found = [
+            index
+            for index, (owner_node, port) in enumerate(ports)
+            if port.port == port_name and node in ("", owner_node)
+        ]
+        if not found:
+            raise StartupError(
+                f"{owner}: parameter triggers names {name!r}, which is no input here; the "
+                f"inputs that can trigger are {can}"
+            )
+        never = [ports[index][1] for index in found if not ports[index][1].triggers]
+        if never:
+            raise StartupError(
+                f"{owner}: parameter triggers names {name!r}, a {never[0].kind} input, which "
+                "never triggers (feedback comes on the next tick, state stays inside the "
+                f"node); the inputs that can trigger are {can}"
+            )
+        chosen.update(found)
+    return frozenset(chosen)
+
+
+def firing_rule(
+    plan: NodePlan,
+    settings: Mapping[str, Any],
+    ports: Sequence[tuple[str, InputPlan]] | None = None,
+    owner: str | None = None,
+) -> Firing:
+    """The plan's firing rule with the node's parameters applied, checked. ``ports`` are the
+    inputs ``triggers`` may name, ``(node, input plan)`` each (default: the plan's own); the
+    rule's ``triggers`` are the chosen ones' port names. ``owner`` names the node in errors
+    (default ``node '<plan name>'``)."""
+    mode = settings["firing"]
+    if mode not in ("inputs", "timer"):
+        raise StartupError(f"parameter firing must be 'inputs' or 'timer', got {mode!r}")
+    owner = owner or f"node {plan.name!r}"
+    ports = [(plan.name, port) for port in plan.inputs] if ports is None else ports
+    chosen = trigger_ports(owner, settings.get("triggers"), ports)
+    if chosen is not None and mode != "inputs":
+        raise StartupError(
+            f"{owner}: parameter triggers chooses the inputs that fire the node, but it runs "
+            "on a timer (firing: timer), on the latest value of every input; unset one of them"
+        )
+    triggers = None if chosen is None else tuple(sorted({ports[i][1].port for i in chosen}))
+    rate = settings["rate_hz"] or plan.firing.rate_hz
+    if mode == "inputs" and not any(port.triggers for port in plan.inputs):
+        if not rate:
+            raise StartupError(
+                f"node {plan.name!r} has no input that can trigger it (only feedback or state "
+                "inputs); run it on a timer: -p firing:=timer -p rate_hz:=<Hz>"
+            )
+        mode = "timer"
+    if mode == "timer" and not rate:
+        raise StartupError(
+            f"node {plan.name!r}: firing is 'timer' but no rate is known; pass -p rate_hz:=<Hz> "
+            "or export with graph_configs frequency"
+        )
+    age = settings["max_input_age"] or None
+    sync = settings.get("sync", "arrival")
+    if sync not in SYNC_MODES:
+        raise StartupError(
+            f"node {plan.name!r}: parameter sync must be one of {list(SYNC_MODES)}, got {sync!r}"
+        )
+    if sync != "arrival" and mode != "inputs":
+        raise StartupError(
+            f"node {plan.name!r}: sync {sync!r} gathers the inputs that fire the node, but it "
+            "runs on a timer; use firing: inputs, or sync: arrival"
+        )
+    slop = settings.get("sync_slop_ms", 0.0) / 1000.0
+    return replace(
+        plan.firing,
+        mode=mode,
+        rate_hz=rate,
+        max_input_age_s=age,
+        sync=sync,
+        sync_slop_s=slop,
+        triggers=triggers,
+    )
