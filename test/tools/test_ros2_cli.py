@@ -257,10 +257,12 @@ def test_ros2_node_list_shows_every_pipeline_node_under_the_namespace(graph):
 
 
 def test_ros2_topic_list_t_is_what_leapp_ros_inspect_lists(graph):
-    listed = topic_list(load_plan(graph.export))  # the lines `leapp-ros inspect` prints
-    assert len(listed) == 4
+    plan = load_plan(graph.export)
+    listed = topic_list(plan)  # the lines `leapp-ros inspect` prints
+    # four data topics and the packed input topic of the node with more than one input
+    assert len(listed) == 4 + len(plan.packed_topics()) == 5
     # and what every node publishes besides: /diagnostics, its lifecycle transition events
-    operations = [f"{name} [{kind}]" for name, kind in load_plan(graph.export).operation_topics()]
+    operations = [f"{name} [{kind}]" for name, kind in plan.operation_topics()]
     run = ros2_until(
         graph.domain_id,
         ["topic", "list", "-t", *TOPIC_DISCOVERY],
