@@ -12,6 +12,7 @@ pipeline.launch.py pipeline:=EXPORT`` starts the same processes)::
     leapp-ros run exports/torch_pipeline --cpu-latency-us 0 --pin-cpus   # lowest latency
     leapp-ros run exports/torch_pipeline --nodes preprocess   # this host's share of the graph
     leapp-ros run exports/torch_pipeline --no-autostart  # nodes wait for `ros2 lifecycle`
+    leapp-ros run exports/torch_pipeline --ros-args -r preprocess/state:=/state  # as --remap
 
 ``--composed`` and ``--fused`` are short for ``--deployment composed`` / ``fused``. The runner
 starts the processes ``ros2 launch leapp_ros pipeline.launch.py`` starts with the same options
@@ -53,6 +54,7 @@ from leapp_ros.run.runner import EXIT_USAGE, make_graph, serve
 from leapp_ros.tools.bag_verification import add_bag_arguments, verify_bag_command
 from leapp_ros.tools.deployment_option import add_deployment_option
 from leapp_ros.tools.record_command import add_record
+from leapp_ros.tools.ros_arguments import apply_ros_arguments, split_ros_arguments
 from leapp_ros.tools.sim_command import add_sim
 
 __all__ = ["build_parser", "main"]
@@ -81,7 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``leapp-ros`` with ``argv`` (default: ``sys.argv[1:]``); the exit code."""
-    args = build_parser().parse_args(argv)  # bad usage: argparse prints it and exits with 2
+    parser = build_parser()
+    try:
+        argv, ros = split_ros_arguments(sys.argv[1:] if argv is None else argv)
+    except ValueError as error:
+        parser.error(str(error))  # usage and the reason; exits with 2
+    args = parser.parse_args(argv)  # bad usage: argparse prints it and exits with 2
+    if ros is not None:
+        apply_ros_arguments(parser, args, ros)
     level = _LOGGING_LEVELS.get(getattr(args, "log_level", None) or "info", logging.INFO)
     logging.basicConfig(level=level, format=f"[{PROG}] %(message)s", stream=sys.stderr)
     try:
