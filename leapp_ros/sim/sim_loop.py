@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,11 +35,11 @@ from leapp_ros.messages.topic_io import OutputWriter
 from leapp_ros.plan.pipeline import PUBLISHER_QOS, PipelinePlan, QosPlan
 from leapp_ros.run.deployment import Deployment
 from leapp_ros.sim.mujoco_robot import SimulatedRobot, TickState
-from leapp_ros.sim.sim_map import SimMap
+from leapp_ros.sim.sim_map import SimMap, SimMapError
 from leapp_ros.testing.failures import GraphAssertionError
 from leapp_ros.testing.topics import driven_outputs
 
-__all__ = ["LoopRecord", "SimReport", "run_graph", "run_pipeline", "simulate"]
+__all__ = ["LoopRecord", "SimReport", "check_rates", "run_graph", "run_pipeline", "simulate"]
 
 _HARNESS_QOS = QosPlan("reliable", depth=10)  # what GraphUnderTest publishes inputs with
 
@@ -160,8 +161,40 @@ class SimReport:
         )
 
 
-def _external_keys(plan: PipelinePlan) -> list[str]:
-    return [f"{n.name}/{p.port}" for n in plan.nodes for p in n.inputs if p.kind == "external"]
+def _external_keys(plan: PipelinePlan) -> dict[str, list[str]]:
+    """Absolute external input topic -> the ``node/port`` keys it feeds."""
+    keys: dict[str, list[str]] = {}
+    for node in plan.nodes:
+        for port in node.inputs:
+            if port.kind == "external" and port.topic is not None:
+                keys.setdefault(plan.resolve(port.topic), []).append(f"{node.name}/{port.port}")
+    return keys
+
+
+def _awaited(plan: PipelinePlan, topics: Iterable[str]) -> list[str]:
+    """The outputs the graph publishes for messages on ``topics`` (its nodes firing when each
+    of their inputs has a new message)."""
+    keys = _external_keys(plan)
+    return driven_outputs(plan, [key for topic in topics for key in keys[topic]])
+
+
+def check_rates(plan: PipelinePlan, robot: SimulatedRobot) -> None:
+    """That the topics published every tick make the graph publish its command: a camera
+    whose ``every`` skips ticks must feed no node on the command's path, which would wait
+    for its next frame (every input of a node triggers it).
+
+    Raises:
+        SimMapError: the command would not come every tick (names the cameras).
+    """
+    slow = {s.topic: s for s in robot.cameras.streams if s.every > 1}
+    if not slow or robot.command_key in _awaited(plan, set(robot.topics) - set(slow)):
+        return
+    cameras = ", ".join(f"{s.camera} on {topic} (every {s.every})" for topic, s in slow.items())
+    raise SimMapError(
+        f"{robot.map.path}: camera(s) {cameras} feed the graph's command {robot.command_key}, "
+        "whose nodes fire when each of their inputs has a new message: the command would come "
+        "only on the cameras' ticks. Give those cameras every: 1"
+    )
 
 
 def run_pipeline(plan: PipelinePlan, mjcf: str | os.PathLike[str], sim_map: SimMap) -> LoopRecord:
@@ -170,18 +203,21 @@ def run_pipeline(plan: PipelinePlan, mjcf: str | os.PathLike[str], sim_map: SimM
     from leapp.run.pipeline import Pipeline
 
     robot = SimulatedRobot(mjcf, sim_map, plan)
-    pipeline = Pipeline(spec_module.load(plan.spec_path))
-    readers = input_readers(plan)
-    commands, states = [], []
-    for _ in range(sim_map.ticks):
-        inputs = {}
-        for topic, data in robot.sensor_messages().items():
-            node, reader = readers[topic]
-            for position, value in zip(reader.indices, reader.read_raw(data), strict=True):
-                inputs[f"{node.name}/{node.inputs[position].port}"] = as_tensor(value)
-        command = pipeline.step(inputs)[robot.command_key].numpy().copy()
-        commands.append(command)
-        states.append(robot.act(command))
+    try:
+        pipeline = Pipeline(spec_module.load(plan.spec_path))
+        readers = input_readers(plan)
+        commands, states = [], []
+        inputs = {}  # the newest value of every input: a camera's frame until its next one
+        for _ in range(sim_map.ticks):
+            for topic, data in robot.sensor_messages().items():
+                node, reader = readers[topic]
+                for position, value in zip(reader.indices, reader.read_raw(data), strict=True):
+                    inputs[f"{node.name}/{node.inputs[position].port}"] = as_tensor(value)
+            command = pipeline.step(inputs)[robot.command_key].numpy().copy()
+            commands.append(command)
+            states.append(robot.act(command))
+    finally:
+        robot.close()
     return LoopRecord(tuple(commands), tuple(states), sim_map)
 
 
@@ -195,7 +231,18 @@ def run_graph(
     """The loop with the started ``graph`` (a GraphUnderTest) as the controller; the record
     and why it stopped early (None: it ran every tick)."""
     robot = SimulatedRobot(mjcf, sim_map, plan)
-    awaited = driven_outputs(plan, _external_keys(plan))
+    try:
+        return _graph_loop(graph, plan, robot, bag)
+    finally:
+        robot.close()
+
+
+def _graph_loop(
+    graph: object, plan: PipelinePlan, robot: SimulatedRobot, bag: BagWriter | None
+) -> tuple[LoopRecord, str | None]:
+    sim_map = robot.map
+    check_rates(plan, robot)
+    awaited = _awaited(plan, robot.topics)
     writers = {key: OutputWriter(plan.node(key.split("/")[0]).output(key.split("/")[1]),
                                  raw=True) for key in awaited}  # fmt: skip
     if bag is not None:
@@ -209,12 +256,16 @@ def run_graph(
         for _ in range(sim_map.ticks):
             stamp = start_ns + round(robot.time_s * 1e9)
             messages = robot.sensor_messages()
-            published = graph.send(messages, outputs=awaited)  # type: ignore[attr-defined]
+            driven = awaited if len(messages) == len(robot.topics) else _awaited(plan, messages)
+            published = graph.send(messages, outputs=driven)  # type: ignore[attr-defined]
             if bag is not None:
                 for topic, data in messages.items():
                     bag.write(topic, stamp, data)
                 for key, writer in writers.items():
-                    bag.write(plan.resolve(key), stamp + 1000, bytes(writer.write(published[key])))
+                    if key in published:
+                        bag.write(
+                            plan.resolve(key), stamp + 1000, bytes(writer.write(published[key]))
+                        )
             command = published[robot.command_key].numpy().copy()
             commands.append(command)
             states.append(robot.act(command))
@@ -244,7 +295,12 @@ def simulate(
     from leapp_ros.testing import GraphUnderTest
 
     deployment = Deployment.parse(deployment)
-    command = plan.resolve(SimulatedRobot(mjcf, sim_map, plan).command_key)  # every check
+    robot = SimulatedRobot(mjcf, sim_map, plan)  # every check
+    try:
+        check_rates(plan, robot)
+        command = plan.resolve(robot.command_key)
+    finally:
+        robot.close()
     writer = BagWriter(bag) if bag is not None else None
     try:
         reference = run_pipeline(plan, mjcf, sim_map)
