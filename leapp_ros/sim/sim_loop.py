@@ -171,29 +171,36 @@ def _external_keys(plan: PipelinePlan) -> dict[str, list[str]]:
     return keys
 
 
-def _awaited(plan: PipelinePlan, topics: Iterable[str]) -> list[str]:
-    """The outputs the graph publishes for messages on ``topics`` (its nodes firing when each
-    of their inputs has a new message)."""
+def _awaited(plan: PipelinePlan, topics: Iterable[str], fused: bool = False) -> list[str]:
+    """The outputs the graph publishes for messages on ``topics``: its nodes fire when each of
+    their inputs has a new message; a fused node takes every external input."""
     keys = _external_keys(plan)
+    topics = set(topics)
+    if fused and topics != set(keys):
+        return []
     return driven_outputs(plan, [key for topic in topics for key in keys[topic]])
 
 
-def check_rates(plan: PipelinePlan, robot: SimulatedRobot) -> None:
+def check_rates(plan: PipelinePlan, robot: SimulatedRobot, fused: bool = False) -> None:
     """That the topics published every tick make the graph publish its command: a camera
-    whose ``every`` skips ticks must feed no node on the command's path, which would wait
-    for its next frame (every input of a node triggers it).
+    whose ``every`` skips ticks must feed no node on the command's path (nor a fused node,
+    which takes every input), which would wait for its next frame (every input of a node
+    triggers it).
 
     Raises:
         SimMapError: the command would not come every tick (names the cameras).
     """
     slow = {s.topic: s for s in robot.cameras.streams if s.every > 1}
-    if not slow or robot.command_key in _awaited(plan, set(robot.topics) - set(slow)):
+    every_tick = set(robot.topics) - set(slow)
+    if not slow or robot.command_key in _awaited(plan, every_tick, fused):
         return
     cameras = ", ".join(f"{s.camera} on {topic} (every {s.every})" for topic, s in slow.items())
+    where = "the fused node, which takes every input," if fused else "the command's nodes,"
     raise SimMapError(
-        f"{robot.map.path}: camera(s) {cameras} feed the graph's command {robot.command_key}, "
-        "whose nodes fire when each of their inputs has a new message: the command would come "
-        "only on the cameras' ticks. Give those cameras every: 1"
+        f"{robot.map.path}: camera(s) {cameras} feed {where} and a node fires when each of its "
+        f"inputs has a new message: the command {robot.command_key} would come on the "
+        "cameras' ticks only. Give those cameras every: 1"
+        + ("" if fused else ", or feed them to nodes off the command's path")
     )
 
 
@@ -241,8 +248,9 @@ def _graph_loop(
     graph: object, plan: PipelinePlan, robot: SimulatedRobot, bag: BagWriter | None
 ) -> tuple[LoopRecord, str | None]:
     sim_map = robot.map
-    check_rates(plan, robot)
-    awaited = _awaited(plan, robot.topics)
+    fused = bool(getattr(graph, "fused", False))
+    check_rates(plan, robot, fused)
+    awaited = _awaited(plan, robot.topics, fused)
     writers = {key: OutputWriter(plan.node(key.split("/")[0]).output(key.split("/")[1]),
                                  raw=True) for key in awaited}  # fmt: skip
     if bag is not None:
@@ -256,7 +264,8 @@ def _graph_loop(
         for _ in range(sim_map.ticks):
             stamp = start_ns + round(robot.time_s * 1e9)
             messages = robot.sensor_messages()
-            driven = awaited if len(messages) == len(robot.topics) else _awaited(plan, messages)
+            everything = len(messages) == len(robot.topics)
+            driven = awaited if everything else _awaited(plan, messages, fused)
             published = graph.send(messages, outputs=driven)  # type: ignore[attr-defined]
             if bag is not None:
                 for topic, data in messages.items():
@@ -297,7 +306,7 @@ def simulate(
     deployment = Deployment.parse(deployment)
     robot = SimulatedRobot(mjcf, sim_map, plan)  # every check
     try:
-        check_rates(plan, robot)
+        check_rates(plan, robot, deployment is Deployment.FUSED)
         command = plan.resolve(robot.command_key)
     finally:
         robot.close()

@@ -166,6 +166,18 @@ def test_a_map_whose_sensors_do_not_fit_the_model_or_the_graph_is_refused(
         SimulatedRobot(sighted.mjcf, parse_map(document, Path("m.yaml")), sighted.plan)
 
 
+def test_a_slow_camera_on_the_command_path_or_into_a_fused_node_is_refused(sighted):
+    from leapp_ros.sim.sim_loop import check_rates
+
+    robot = robot_of(sighted)  # overhead every 3 feeds look, off the command's path
+    check_rates(sighted.plan, robot)
+    with pytest.raises(SimMapError, match="the fused node, which takes every input"):
+        check_rates(sighted.plan, robot, fused=True)
+    cameras = {**MAP["cameras"], "belly": {"depth": "see/depth", "every": 2}}
+    with pytest.raises(SimMapError, match=r"belly on /sighted/see/depth \(every 2\)"):
+        check_rates(sighted.plan, robot_of(sighted, cameras=cameras))
+
+
 def test_a_machine_without_a_working_gl_backend_gets_told_what_to_install(tmp_path):
     script = (
         "import mujoco\n"
