@@ -6,11 +6,14 @@ colour (``rgb8``), at the size of the graph input it feeds, one frame every ``ev
 ticks. :class:`CameraFrames` renders them with MuJoCo's ``Renderer`` (one per frame size; both
 images of one camera and size come from one scene update, so they show one physics state): a
 depth frame is the Renderer's depth, which undoes OpenGL's projection with the model's clip
-planes (``znear`` and ``zfar`` of ``<visual><map>`` times the model's extent) into metres; a
-pixel that sees nothing reads the far clip distance. Rows run from the top of the picture,
-as in an Image; ``header.frame_id`` is the camera's MJCF name (MuJoCo's camera frame: x right,
-y up, looking along -z). The model's offscreen buffer (``<visual><global offwidth
-offheight>``) is enlarged where a frame needs it.
+planes (``znear`` and ``zfar`` of ``<visual><map>`` times the model's extent) into metres, for
+the depth buffer convention of the MuJoCo version installed (recent versions, 4.0 among them,
+render with a reversed depth buffer, where the older linearization
+``near / (1 - d (1 - near / far))`` of the raw buffer ``d`` would be wrong); a pixel that
+sees nothing reads the far clip distance. Rows run from the top of the picture, as in an
+Image; ``header.frame_id`` is the camera's MJCF name (MuJoCo's camera frame: x right, y up,
+looking along -z). The model's offscreen buffer (``<visual><global offwidth offheight>``) is
+enlarged where a frame needs it.
 
 MuJoCo renders through OpenGL: ``MUJOCO_GL`` picks the backend when ``mujoco`` is first
 imported (``egl``: headless, Mesa's or a GPU driver's libEGL; ``osmesa``; ``glfw``: a
@@ -74,7 +77,6 @@ class CameraFrames:
     """
 
     def __init__(self, mujoco: Any, model: Any, streams: tuple[CameraStream, ...]):
-        self._mujoco = mujoco
         self.streams = streams
         self._renderers: dict[tuple[int, int], Any] = {}
         sizes = sorted({(s.height, s.width) for s in streams})

@@ -7,8 +7,9 @@ lies ``(i - (rows - 1) / 2) * spacing[0]`` m ahead of the base (rows run from be
 front), column ``j`` ``(j - (columns - 1) / 2) * spacing[1]`` m to its left. From each point,
 ``cast_from`` m above the base, a ray goes straight down (``mj_ray``) to the first geom that
 is no part of the robot (the ray goes on through every geom of the base's kinematic tree,
-into and out of each); the hit's
-height is the sample, NaN where the ray hits nothing (the cloud is then not ``is_dense``).
+into and out of each); the hit's height is the sample, NaN where the ray hits nothing (the
+cloud is then not ``is_dense``). Geoms MuJoCo's ray casts skip (fully transparent ones) are
+not terrain here either.
 
 The cloud is organized, ``height`` = rows, ``width`` = columns, in row order: points of 16
 bytes with ``x``, ``y``, ``z`` float32 (offsets 0, 4, 8; PCL's ``PointXYZ``). With
