@@ -166,6 +166,25 @@ def test_a_map_whose_sensors_do_not_fit_the_model_or_the_graph_is_refused(
         SimulatedRobot(sighted.mjcf, parse_map(document, Path("m.yaml")), sighted.plan)
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"cameras": {"belly": {}}}, "cameras.belly: give the graph input topic of its depth"),
+        ({"cameras": {"belly": {"depth": "d", "every": 0}}}, "every must be a positive whole"),
+        ({"cameras": {"belly": {"depth": "d", "fps": 30}}}, r"unknown key\(s\) \['fps'\]"),
+        ({"odometry": {"frame": "odom"}}, r"odometry: unknown key\(s\) \['frame'\]"),
+        ({"height_scan": {"topic": "h", "grid": [5], "spacing": 0.1}}, "takes \\[rows, col"),
+        ({"height_scan": {"topic": "h", "grid": [5, 7]}}, "height_scan: no spacing"),
+        ({"height_scan": {"topic": "h", "grid": [5, 7], "spacing": [0.1, 0]}}, "one positive"),
+        ({"height_scan": {"topic": "h", "grid": [5, 7], "spacing": 0.1, "relative_to": "map"}},
+         "relative_to is 'map'; choose base or world"),
+    ],
+)  # fmt: skip
+def test_a_sensor_section_that_does_not_fit_the_schema_is_refused(change, message):
+    with pytest.raises(SimMapError, match=message):
+        parse_map({**MAP, **change}, Path("m.yaml"))
+
+
 def test_a_slow_camera_on_the_command_path_or_into_a_fused_node_is_refused(sighted):
     from leapp_ros.sim.sim_loop import check_rates
 
