@@ -6,7 +6,10 @@ Each control tick, in both loops: the robot's sensor messages are made
 with the command, the robot applies it for ``decimation`` physics steps. The graph loop sends
 the messages over the graph's topics (:class:`~leapp_ros.testing.GraphUnderTest`, isolated on
 this machine, in any deployment) and waits for every output they drive; the ``leapp.Pipeline`` loop
-decodes the same bytes as the nodes do and calls ``Pipeline.step``. ``leapp-ros sim`` runs an
+decodes the same bytes as the nodes do and calls ``Pipeline.step``. A camera whose ``every``
+skips ticks sends nothing on the others: the ``leapp.Pipeline`` loop keeps its last frame, the
+graph's nodes that take it wait for the next, and :func:`check_rates` refuses a map where the
+command would wait with them. ``leapp-ros sim`` runs an
 export, not the user's PyTorch code, so ``leapp.Pipeline`` (the artifacts run in this process,
 no ROS) is its reference: it tells a fault of the graph (transport, message codecs, modes)
 from one of the artifacts, which both loops share; whether the artifacts compute what the
