@@ -218,7 +218,7 @@ def declare_port_overrides(node: Any, *models: ModelSpec) -> dict[str, PortOverr
             f"node {owner}: parameter(s) {unknown} name no port of this node, ignored "
             f"them; its ports are {ports} and each takes ports.<port>."
             f"{'|'.join(name for name, _ in PORT_PARAMETERS)}"
-            " (outputs also safe_action|safe_values|min|max|max_step)"
+            " (outputs also safe_action|safe_values|min|max|max_step|output_rate_hz|interpolate)"
         )
     return found
 
