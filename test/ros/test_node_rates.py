@@ -21,6 +21,7 @@ from leapp.errors import LeappError
 from leapp_ros.plan.settings import StartupError
 from leapp_ros.run.processes import load_plan, plan_processes
 from leapp_ros.testing import Deployment, GraphOptions, GraphUnderTest
+from leapp_ros.tools.inspection import describe_plan
 
 POST_HZ = 20.0  # the output node's rate, from the parameters file
 FUSED_HZ = 25.0
@@ -63,6 +64,12 @@ def test_the_plan_has_each_nodes_rate_from_the_spec_and_the_parameters_file(chai
         "post": "post: timer at 20 Hz",
     }
     assert load_plan(chain).node("post").firing.mode == "inputs", "the file made it a timer"
+    nodes = describe_plan(plan).split("\n\n")[1].splitlines()  # leapp-ros inspect's table
+    assert [line.split()[3:5] for line in nodes[2:]] == [
+        ["inputs", "10"],
+        ["timer", "50"],
+        ["timer", "20"],
+    ]
 
 
 def test_the_parameters_file_can_put_a_spec_rated_node_back_on_its_inputs(chain, tmp_path):
