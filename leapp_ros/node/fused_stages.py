@@ -101,15 +101,21 @@ def tick_firing(plan: PipelinePlan, settings: dict[str, Any]) -> Any:
         (node.name, p) for node in plan.nodes for p in node.inputs if p.kind == "external"
     ]
     rules = {node.name: node.firing for node in plan.nodes}
-    if len(set(rules.values())) > 1 and not (settings["firing"] or settings["rate_hz"]):
-        shown = {name: rule.describe() for name, rule in rules.items()}
-        raise StartupError(
-            f"{OWNER}: the spec gives its nodes rates of their own "
-            f"(pipeline.configs.node_frequency: {shown}), but a fused node runs every node "
-            "per tick, at one rate: run one process per node or composed, or give the fused "
-            "node its rate (-p firing:=timer -p rate_hz:=<Hz>, or -p firing:=inputs)"
-        )
-    whole = replace(plan.nodes[0], name=plan.name, inputs=tuple(p for _, p in externals))
+    base = plan.nodes[0].firing
+    if len(set(rules.values())) > 1:  # the spec's node_frequency: no one rule for a tick
+        if not settings["firing"]:
+            shown = {name: rule.describe() for name, rule in rules.items()}
+            raise StartupError(
+                f"{OWNER}: the spec gives its nodes rates of their own "
+                f"(pipeline.configs.node_frequency: {shown}), but a fused node runs every "
+                "node per tick, at one rate: run one process per node or composed, or give "
+                "the fused node its rule (-p firing:=timer -p rate_hz:=<Hz>, or "
+                "-p firing:=inputs)"
+            )
+        base = replace(base, mode="inputs", rate_hz=plan.frequency)  # the pipeline's
+    whole = replace(
+        plan.nodes[0], name=plan.name, inputs=tuple(p for _, p in externals), firing=base
+    )
     return firing_rule(whole, settings, externals, owner=OWNER)
 
 

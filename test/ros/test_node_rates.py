@@ -99,8 +99,12 @@ def test_a_fused_node_refuses_nodes_of_different_rates_without_a_rate_of_its_own
     settings = {name: default for name, default, _ in PARAMETERS} | {"triggers": None}
     with pytest.raises(StartupError, match=r"runs every node\s+per tick, at one rate"):
         tick_firing(load_plan(chain), settings)
+    with pytest.raises(StartupError, match=r"-p firing:=timer -p rate_hz:=<Hz>"):
+        tick_firing(load_plan(chain), settings | {"rate_hz": 30.0})  # which rule, then?
     given = tick_firing(load_plan(chain), settings | {"firing": "timer", "rate_hz": 30.0})
     assert (given.mode, given.rate_hz) == ("timer", 30.0)
+    given = tick_firing(load_plan(chain), settings | {"firing": "inputs"})
+    assert (given.mode, given.rate_hz) == ("inputs", 10.0), "the pipeline's frequency"
 
 
 @pytest.fixture(scope="module", params=list(Deployment))
