@@ -80,15 +80,28 @@ def test_targets_go_linearly_to_each_result_within_the_limits(graph, seed):
     given, second = inputs_that_reach_the_limits(seed, held)
     graph.publish(given)
     count = len(targets(graph))
-    received = wait_targets(graph, count + 3 * STEPS)
-    start = next(
-        i for i in range(count, len(received)) if not np.allclose(received[i], held, atol=1e-7)
-    )
-    ramp = expected_targets(second[None], held, STEPS, 2 * STEPS, linear=True)
+
+    def ramp_start() -> int | None:  # the first target that is not the held value
+        got = targets(graph)
+        moved = (i for i in range(count, len(got)) if not np.allclose(got[i], held, atol=1e-7))
+        return next(moved, None)
+
+    start = graph.probe.spin_until(ramp_start, graph.timeout_s, "a ramp")  # (never 0)
+    compared = 6 * STEPS  # the ramp, then max_step catching up, then the clamped result held
+    received = wait_targets(graph, start + compared)
+    ramp = expected_targets(second[None], held, STEPS, compared, linear=True)
     expected = guarded(ramp, held, LOW, HIGH, MAX_STEP)
+    clamped = np.clip(second.astype(np.float32), LOW, HIGH)
+    np.testing.assert_allclose(expected[-1], clamped, atol=1e-6, err_msg="window too short")
     for index, (value, want) in enumerate(zip(received[start:], expected, strict=False)):
         np.testing.assert_allclose(value, want, atol=1e-6, err_msg=f"target {index + 1}")
-    assert len(received) - start >= len(expected)
     after = graph.wait_received()["policy"]
     assert after["runs"] == before["runs"] + 1, "one result, many targets"
-    assert after["clamped"] > before["clamped"] and after["step_limited"] > 0
+    graph.probe.spin_until(  # the counters of what the limits changed, as soon as reported
+        lambda: (
+            (s := graph.status()["policy"])["clamped"] > before["clamped"]
+            and s["step_limited"] > before["step_limited"]
+        ),
+        graph.timeout_s,
+        "clamped and step-limited targets counted",
+    )
