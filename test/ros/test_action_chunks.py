@@ -64,18 +64,23 @@ def test_a_chunk_is_played_out_row_by_row_and_a_new_chunk_replaces_its_rest(grap
     assert rows(graph) == [], "this test needs a graph that published no row yet"
     first = (eager_chunk(obs := torch.randn(3)) * 0.5).numpy()
     graph.publish({"chunker/obs": obs})
-    played = expected_targets(first, first[0], STEPS, int(4 * STEPS + 3), linear=True)
+    played = expected_targets(first, first[0], STEPS, int(20 * STEPS), linear=True)
     got = wait_rows(graph, int(STEPS) + 2)  # into the ramp from the first point to the second
     for index, (value, want) in enumerate(zip(got, played, strict=False)):
         np.testing.assert_allclose(value, want, atol=1e-6, err_msg=f"row {index + 1}")
     second = (eager_chunk(obs := torch.randn(3)) * 0.5).numpy()
     graph.publish({"chunker/obs": obs})
     count = len(got)
-    got = wait_rows(graph, count + int(2 * STEPS))
-    switch = next(
-        i for i in range(count, len(got)) if not np.allclose(got[i], played[i], atol=1e-6)
-    )
-    assert switch < len(played) - 3, "the first chunk was cut short"
+
+    def switch_row() -> int | None:  # the first row that is not the first chunk's
+        got = rows(graph)
+        differ = (i for i in range(count, min(len(got), len(played)))
+                  if not np.allclose(got[i], played[i], atol=1e-6))  # fmt: skip
+        return next(differ, None)
+
+    switch = graph.probe.spin_until(switch_row, graph.timeout_s, "the second chunk's rows")
+    assert switch < 4 * STEPS, "the second chunk came while the first one played"
+    got = wait_rows(graph, switch + int(2 * STEPS))
     replaced = expected_targets(second, got[switch - 1], STEPS, int(2 * STEPS), linear=True)
     for index, (value, want) in enumerate(zip(got[switch:], replaced, strict=False)):
         np.testing.assert_allclose(value, want, atol=1e-6, err_msg=f"row {index + 1} of 2nd")
