@@ -72,6 +72,15 @@ def test_the_plan_has_each_nodes_rate_from_the_spec_and_the_parameters_file(chai
     ]
 
 
+def test_a_generated_packages_parameters_file_says_how_each_node_runs(chain):
+    from leapp_ros.tools.templates.package_info import PackageInfo
+    from leapp_ros.tools.templates.parameters import parameters_yaml
+
+    info = PackageInfo("chain_ros", "chain", load_plan(chain), "chain.yaml", ("chain.yaml",))
+    runs = [line.strip() for line in parameters_yaml(info).splitlines() if "# runs:" in line]
+    assert runs == ["# runs: inputs", "# runs: timer at 50 Hz", "# runs: inputs"]
+
+
 def test_the_parameters_file_can_put_a_spec_rated_node_back_on_its_inputs(chain, tmp_path):
     params = _params(tmp_path, {"/**": {"firing": "inputs"}})
     assert {node.firing.mode for node in load_plan(chain, params_file=params).nodes} == {"inputs"}
