@@ -67,6 +67,7 @@ class NodeData:
     checked_outputs: tuple[int, ...] = ()  # outputs whose NaN/inf drop the run
     guard: OutputGuard | None = None  # limits and safe action of the outputs (None: none)
     reads_only: bool = False  # the model never writes into its inputs (views of a payload do)
+    players: Any = None  # outputs played out at their own rates (node.target_player), or None
     runs: int = 0
     received: int = 0
     dropped: int = 0

@@ -18,7 +18,9 @@ is then a :class:`StartupError`, exit code 2). Whatever the state, the node offe
 ``_leapp/status`` (once configured) and ``/diagnostics``
 (:mod:`leapp_ros.node.status_report`). E-stop, ``input_timeout_ms`` and the safe action follow
 :class:`~leapp_ros.node.safety.CommandGate`; while either holds, the node publishes its safe
-action once per period it would fire (``1 / rate_hz``, else the timeout, else 0.1 s).
+action once per period it would fire (``1 / rate_hz``, else the timeout, else 0.1 s). The safe
+action halts the outputs played out at their own rates
+(:mod:`leapp_ros.node.target_player`) at once.
 """
 
 from __future__ import annotations
@@ -300,6 +302,8 @@ class ManagedNode(LifecycleNode):
             return
         stamp = now_stamp(self.get_clock(), self._raw)
         for data in self._data_paths():
+            if data.players is not None:  # no target between results from now on
+                data.players.halt()
             if data.guard is None:
                 continue
             values = data.guard.safe_values()
@@ -315,16 +319,22 @@ class ManagedNode(LifecycleNode):
                 )
                 continue
             data.guard.published(values)
+            if data.players is not None:
+                data.players.halt(values)  # the next result starts from these
             data.safe_actions += 1
 
     # --- status and diagnostics -----------------------------------------------------------
 
     def _operation(self) -> dict[str, Any]:
-        """The status fields of the node's operating state."""
+        """The status fields of the node's operating state and firing rule (``firing``:
+        ``inputs`` or ``timer``, and its ``rate_hz``; null before configure)."""
+        firing = getattr(self, "firing", None)
         return {
             "lifecycle": self._lifecycle,
             "estop": self._gate.estop,
             "safe_action": self._gate.safe,
+            "firing": None if firing is None else firing.mode,
+            "rate_hz": None if firing is None else firing.rate_hz,
         }
 
     def _health_records(self) -> list[dict[str, Any]]:

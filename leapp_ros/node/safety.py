@@ -107,6 +107,14 @@ class OutputGuard:
             data.step_limited += 1
         return results
 
+    def hand_over(self, indices: Any) -> dict[int, _PortGuard]:
+        """The guards of the outputs at ``indices`` (those that have one), which
+        :meth:`apply` leaves alone from now on: their targets are limited one by one as they
+        are published (:mod:`leapp_ros.node.target_player`)."""
+        taken = {port.index: port for port in self._ports if port.index in indices}
+        self._limited = tuple(p for p in self._limited if p.index not in taken)
+        return taken
+
     def safe_values(self) -> list[Any]:
         """What each output publishes as the safe action, None for nothing (``silent``, or
         ``hold`` before the first command)."""

@@ -157,6 +157,19 @@ class Firing:
     sync_slop_s: float = 0.0  # sync "approximate": the largest spread of stamps in one set
     triggers: tuple[str, ...] | None = None  # the inputs that fire the node (None: all)
 
+    def describe(self) -> str:
+        """The rule in words: ``timer at 50 Hz``, ``inputs (triggers: state)``."""
+        if self.mode == "timer":
+            rate = self.rate_hz
+            shown = "?" if rate is None else (f"{rate:g}" if rate % 1 else f"{int(rate)}")
+            return f"timer at {shown} Hz"
+        text = "inputs"
+        if self.triggers is not None:
+            text += f" (triggers: {', '.join(self.triggers)})"
+        if self.sync != "arrival":
+            text += f", sync {self.sync}"
+        return text
+
 
 @dataclass(frozen=True)
 class NodePlan:
@@ -193,6 +206,7 @@ class PipelinePlan:
     spec_path: Path
     nodes: tuple[NodePlan, ...]
     initial_values: Path | None = None
+    frequency: float | None = None  # pipeline.configs.frequency: the default timer rate
 
     def node(self, name: str) -> NodePlan:
         for node in self.nodes:

@@ -16,9 +16,11 @@ The parameters of a pipeline node (all read once at startup):
 ``pipeline_node`` (string)
     The pipeline node to run; default: the ROS node name.
 ``firing`` (``inputs`` | ``timer``)
-    ``inputs`` (default): run when every trigger (``triggers``) has a new message since the
-    last run. ``timer``: run at ``rate_hz`` on the latest values, once every input has a
-    value. A node without triggering inputs runs on the timer when a rate is known.
+    ``inputs``: run when every trigger (``triggers``) has a new message since the last run.
+    ``timer``: run at ``rate_hz`` on the latest values, once every input has a value. Unset
+    (default): ``timer`` for a node the spec gives a rate of its own
+    (``pipeline.configs.node_frequency``), else ``inputs``. A node without triggering inputs
+    runs on the timer when a rate is known.
 ``triggers`` (string array)
     The inputs whose messages fire the node (``firing: inputs``), by port name (``state``, or
     ``<node>/state``); unset (default): every external and data-flow input. Every other
@@ -26,7 +28,8 @@ The parameters of a pipeline node (all read once at startup):
     one that has not arrived yet, or (with ``max_input_age``) arrived too long ago, skips the
     run, counted as ``stale``. Feedback and state inputs never trigger.
 ``rate_hz`` (number)
-    Timer rate; 0 means ``pipeline.configs.frequency`` of the spec.
+    Timer rate; 0 means the spec's: the node's ``pipeline.configs.node_frequency`` entry,
+    else ``pipeline.configs.frequency``.
 ``max_input_age`` (number, seconds)
     When > 0, a run whose inputs include one received longer ago than this (a trigger of its
     set, a newest-value input, or on a timer any input) is skipped and counted as ``stale``
@@ -95,6 +98,7 @@ __all__ = [
     "declare_parameters",
     "declare_port_overrides",
     "load_spec",
+    "node_parameters",
     "port_overrides",
     "qos_profile",
     "refuse_unknown_parameters",
@@ -109,8 +113,8 @@ class StartupError(LeappError):
 PARAMETERS: tuple[tuple[str, Any, str], ...] = (
     ("spec_path", "", "export folder of the pipeline, or its YAML spec"),
     ("pipeline_node", "", "pipeline node to run (default: the ROS node name)"),
-    ("firing", "inputs", "'inputs': run when every triggering input is new; 'timer': rate_hz"),
-    ("rate_hz", 0.0, "timer rate in Hz; 0 means pipeline.configs.frequency of the spec"),
+    ("firing", "", "'inputs': run when every trigger is new; 'timer': rate_hz (unset: spec's)"),
+    ("rate_hz", 0.0, "timer rate in Hz; 0: the spec's (node_frequency, else frequency)"),
     ("max_input_age", 0.0, "skip runs whose inputs are older than this many seconds (0: off)"),
     ("cpu_latency_us", -1, "hold a CPU wake-up latency request of this many us (-1: off)"),
     ("cpu_affinity", (), "run this process on these CPUs only (unset: anywhere)"),
@@ -214,7 +218,7 @@ def declare_port_overrides(node: Any, *models: ModelSpec) -> dict[str, PortOverr
             f"node {owner}: parameter(s) {unknown} name no port of this node, ignored "
             f"them; its ports are {ports} and each takes ports.<port>."
             f"{'|'.join(name for name, _ in PORT_PARAMETERS)}"
-            " (outputs also safe_action|safe_values|min|max|max_step)"
+            " (outputs also safe_action|safe_values|min|max|max_step|output_rate_hz|interpolate)"
         )
     return found
 
@@ -224,10 +228,7 @@ def port_overrides(document: Mapping[str, Any], nodes: Sequence[str]) -> dict[st
     ``/**`` section for every node, then ``<node>`` (or ``/<ns>/<node>``) sections."""
     found: dict[str, dict[str, PortOverride]] = {}
     for node in nodes:
-        merged: dict[str, Any] = {}
-        for key, section in (document or {}).items():
-            if key in ("/**", node) or str(key).rsplit("/", 1)[-1] == node:
-                merged.update(_flatten((section or {}).get("ros__parameters", {})))
+        merged = node_parameters(document, node)
         ports: dict[str, dict[str, Any]] = {}
         for key, value in merged.items():
             parts = key.split(".")
@@ -240,6 +241,16 @@ def port_overrides(document: Mapping[str, Any], nodes: Sequence[str]) -> dict[st
         if overrides:
             found[node] = overrides
     return found
+
+
+def node_parameters(document: Mapping[str, Any] | None, node: str) -> dict[str, Any]:
+    """The parameters a ROS 2 parameters file gives the node ``node``, flat (``ports.q.kind``):
+    its ``/**`` section, then ``<node>`` (or ``/<ns>/<node>``) sections, in file order."""
+    merged: dict[str, Any] = {}
+    for key, section in (document or {}).items():
+        if key in ("/**", node) or str(key).rsplit("/", 1)[-1] == node:
+            merged.update(_flatten((section or {}).get("ros__parameters", {})))
+    return merged
 
 
 def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -202,7 +202,8 @@ def _add_inspect(commands: argparse._SubParsersAction) -> None:
     inspect.add_argument(
         "--params-file",
         type=Path,
-        help="the nodes' ROS 2 parameters YAML: its ports.<port>.* overrides change messages",
+        help="the nodes' ROS 2 parameters YAML: its ports.<port>.* overrides change messages, "
+        "its firing and rate_hz each node's firing",
     )
     inspect.add_argument(
         "--picture",
