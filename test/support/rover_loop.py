@@ -6,7 +6,11 @@ Each tick the loop takes the simulator's messages of one physics state
 (:class:`~leapp_ros.sim.mujoco_robot.SimulatedRobot`: the JointState of the two slide joints,
 the rover's Odometry and the front camera's ``32FC1`` depth frame), publishes them (the frame
 replaced by one of zeros while the camera is ``covered``, left out while it is ``stopped``),
-and hands the newest command to the rover's PD servos for one control tick. The eager
+and hands the newest command to the rover's PD servos for one control tick. On the first
+tick with a frame after ticks the policy did not run on, it sends the JointState and Odometry
+first and waits until the nodes took them (their status records count them) before the
+frame: the policy holds the last fault tick's as new, and would pair the first latent with
+them if it came first (the policy fires on arrival, and a latent carries no stamp). The eager
 reference decodes the same bytes with rclpy and NumPy and runs the traced functions
 (``encode``, ``act``) outside a session, carrying the GRU's hidden state from command to
 command: a tick the graph must not answer (the encoder's latent is NaN, or there is no frame)
