@@ -6,7 +6,7 @@ covered or stopped the watchdog's safe action (the hold) comes, and driving resu
 
 The networks are fitted once for the module (``examples/perception/train.py``, seeded, on
 CPU) and exported with leapp; each mode drives the rover of ``rover.xml`` (the obstacle
-0.15 m right of the straight line) as ``sim_map.yaml`` says, with
+0.2 m right of the straight line) as ``sim_map.yaml`` says, with
 :class:`support.rover_loop.RoverLoop`: :data:`BEFORE` ticks, the camera covered (a frame of
 zeros) until the hold came 3 times, :data:`BETWEEN` ticks, the camera stopped until the hold
 came 3 times, then the rest of :data:`TICKS` driving ticks. ``pytest -s`` prints per mode the
@@ -39,7 +39,7 @@ from leapp_ros.testing import Deployment, GraphOptions, GraphUnderTest  # noqa: 
 
 TICKS = 90  # driving ticks (9 s), faults not counted: the walks train.py fits on
 BEFORE, BETWEEN = 20, 10
-OBSTACLE_Y = -0.15  # rover.xml's obstacle
+OBSTACLE_Y = -0.2  # rover.xml's obstacle
 GOAL_RADIUS = 0.15  # m: reached
 MJCF, MAP = train.HERE / "rover.xml", train.HERE / "sim_map.yaml"
 
