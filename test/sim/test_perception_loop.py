@@ -16,7 +16,6 @@ the goal and the closest approach to the obstacle.
 
 from __future__ import annotations
 
-import os
 from types import SimpleNamespace
 from typing import Any
 
@@ -73,7 +72,6 @@ def drive(request, fitted, summary, tmp_path_factory):
     folder = tmp_path_factory.mktemp(f"rover_{request.param}")
     params = folder / "params.yaml"
     params.write_text(yaml.safe_dump(params_document()), encoding="utf-8")
-    os.environ.setdefault("MUJOCO_GL", "egl")
     with (
         open(folder / "nodes.log", "w", encoding="utf-8") as log,
         GraphUnderTest(
