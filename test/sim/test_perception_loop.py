@@ -11,7 +11,8 @@ CPU) and exported with leapp; each mode drives the rover of ``rover.xml`` (the o
 zeros) until the hold came 3 times, :data:`BETWEEN` ticks, the camera stopped until the hold
 came 3 times, then the rest of :data:`TICKS` driving ticks. ``pytest -s`` prints per mode the
 ticks, frames, commands, holds, wrong commands, the times to the safe action, the distance to
-the goal and the closest approach to the obstacle.
+the goal and the closest approach to the obstacle. ``leapp-ros sim`` (fused, the example's
+map) must drive it to the goal too, its commands equal to ``leapp.Pipeline``'s.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ mujoco = pytest.importorskip(
 from perception import train  # noqa: E402
 from support.rover_loop import HOLDS, TIMEOUT_S, RoverLoop, params_document  # noqa: E402
 
+from leapp_ros.run.processes import load_plan  # noqa: E402
 from leapp_ros.sim.mujoco_robot import SimulatedRobot  # noqa: E402
+from leapp_ros.sim.sim_loop import simulate  # noqa: E402
 from leapp_ros.sim.sim_map import load_map  # noqa: E402
 from leapp_ros.testing import Deployment, GraphOptions, GraphUnderTest  # noqa: E402
 
@@ -132,3 +135,14 @@ def test_a_covered_or_stopped_camera_gets_only_the_hold_after_the_watchdogs_time
     # last command's arrival; a loaded machine only makes the hold later.
     after_command = record.first_safe - record.last_command_at
     assert after_command >= TIMEOUT_S - 0.005, f"the hold came {after_command:.3f} s after"
+
+
+def test_leapp_ros_sim_drives_the_rover_to_the_goal_as_leapp_pipeline_does(fitted):
+    """What the how-to page runs: ``leapp-ros sim`` with the example's map, fused."""
+    report = simulate(load_plan(fitted.export), MJCF, load_map(MAP), deployment=Deployment.FUSED)
+    assert report.ok, report.format()
+    positions = [state.position[:2] for state in report.graph.states]
+    goal_x, goal_y = train.deploy.GOAL
+    distance = ((positions[-1][0] - goal_x) ** 2 + (positions[-1][1] - goal_y) ** 2) ** 0.5
+    assert distance <= GOAL_RADIUS, report.format()
+    assert min(train.clearance(p, OBSTACLE_Y) for p in positions) > 0.0, report.format()
