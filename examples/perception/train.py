@@ -1,28 +1,28 @@
 """Fit the rover's encoder and policy by imitation of a scripted controller, in MuJoCo, on CPU.
 
-The teacher (:func:`teacher`) knows where the obstacle is and steers around it on its far
-side, then on to the goal; the student (``rover_policy.py``'s networks) sees the obstacle only
-in the front camera's depth frame. It is DAgger: the teacher drives the first walks; then,
-each round, the student drives (its GRU carried tick to tick), the teacher labels every
-state it visited with the velocity it would have asked for, and both networks are fitted
-again, through the GRU over whole walks, on everything gathered so far. Each walk moves the
-obstacle sideways (left or right of the straight line, so the camera decides the side) and
-the start a little. The rover is ``rover.xml`` driven as ``sim_map.yaml`` says, exactly as
-``leapp-ros sim`` drives it: the joints' PD torques at every physics step, the depth frame
-MuJoCo's renderer gives, the velocity in the rover's frame. Seeded, single-threaded: the same
-weights on every run of one machine::
+The teacher (:func:`teacher`) knows where the obstacle is and steers around it on the side
+away from its centre, then back to the line and on to the goal; the student
+(``rover_policy.py``'s networks) sees the obstacle only in the front camera's depth frame.
+It is DAgger: the teacher drives the first walks; then, each round, the student drives (its
+GRU carried tick to tick), the teacher labels every state it visited with the velocity it
+would have asked for, and both networks are fitted again, through the GRU over whole walks,
+on everything gathered so far. Each walk moves the obstacle sideways (left or right of the
+straight line, so the camera decides the side) and the start a little. The rover is
+``rover.xml`` driven as ``sim_map.yaml`` says, exactly as ``leapp-ros sim`` drives it: the
+joints' PD torques at every physics step, the depth frame MuJoCo's renderer gives, the
+velocity in the rover's frame. Seeded, single-threaded: the same weights on every run of one
+machine::
 
     python examples/perception/train.py --out trained/rover.pt
 
-It prints the imitation error and, for a few obstacle placements, whether the student
-reached the goal and how close it came to the obstacle.
+It prints the imitation error and, for a few obstacle placements, how far from the goal the
+student ended and how close it came to the obstacle.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -225,7 +225,6 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     arguments = parser.parse_args()
     torch.set_num_threads(1)
-    os.environ.setdefault("MUJOCO_GL", "egl")
     mjcf, map_path = HERE / "rover.xml", HERE / "sim_map.yaml"
     started = time.perf_counter()
     encoder, policy = train(mjcf, map_path, arguments.seed)
