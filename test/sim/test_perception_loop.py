@@ -91,6 +91,7 @@ def drive(request, fitted, summary, tmp_path_factory):
             loop.run(TICKS - BEFORE - BETWEEN)
         finally:
             robot.close()
+        status = graph.wait_received(timeout_s=30.0)  # every message sent has been taken
         tail = "\n".join(graph.output.splitlines()[-20:])
     end = loop.positions[-1]
     distance = float(((end[0] - train.deploy.GOAL[0]) ** 2 + (end[1] - train.deploy.GOAL[1]) ** 2)
@@ -108,7 +109,7 @@ def drive(request, fitted, summary, tmp_path_factory):
         "closest to the obstacle m": round(closest, 3),
     }
     return SimpleNamespace(loop=loop, covered=covered, stopped=stopped, distance=distance,
-                           closest=closest, tail=f"\nnodes:\n{tail}")  # fmt: skip
+                           closest=closest, status=status, tail=f"\nnodes:\n{tail}")  # fmt: skip
 
 
 def _seconds(value: float | None) -> str:
@@ -135,6 +136,15 @@ def test_a_covered_or_stopped_camera_gets_only_the_hold_after_the_watchdogs_time
     # last command's arrival; a loaded machine only makes the hold later.
     after_command = record.first_safe - record.last_command_at
     assert after_command >= TIMEOUT_S - 0.005, f"the hold came {after_command:.3f} s after"
+
+
+def test_the_encoder_drops_every_covered_frame_and_the_policy_counts_its_timeouts(drive):
+    encoder, policy = drive.status["encoder"], drive.status["policy"]
+    assert encoder["nonfinite_outputs"] == drive.covered.ticks, encoder
+    # one stretch without commands per fault (more where the first tick came late, or the
+    # last tick's silence lasted past the timeout before this record)
+    assert policy["timeouts"] >= 2, policy
+    assert policy["safe_actions"] >= drive.loop.holds, policy
 
 
 def test_leapp_ros_sim_drives_the_rover_to_the_goal_as_leapp_pipeline_does(fitted):
