@@ -55,7 +55,7 @@ def test_every_bash_and_python_block_is_run_by_a_test(page):
             assert page in RUN_PAGES, (
                 f"{where}: no test runs this page's steps: run it from a test and list it in "
                 "test/support/doc_pages.py's RUN_PAGES, or include the code from a file in "
-                f"{SNIPPETS}/ (--8<-- \"{SNIPPETS}/FILE:SECTION\")"
+                f'{SNIPPETS}/ (--8<-- "{SNIPPETS}/FILE:SECTION")'
             )
             runner = ROOT / RUN_PAGES[page]
             assert page in runner.read_text(encoding="utf-8"), f"{runner} does not run {page}"

@@ -15,8 +15,6 @@ robot's topics with the robot's parameters, through its lifecycle and e-stop, st
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from support.page_blocks import page_blocks
 from support.page_run import ROOT, run_page

@@ -29,4 +29,4 @@ SNIPPETS_TEST = "test/docs/test_doc_snippets.py"
 
 def doc_pages() -> list[Path]:
     """Every Markdown page of the documentation, and the README."""
-    return sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
+    return [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
