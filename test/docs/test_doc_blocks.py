@@ -30,7 +30,7 @@ def run_steps() -> str:
     )
 
 
-def tested_include(path: str, steps: str) -> bool:
+def checked_include(path: str, steps: str) -> bool:
     """Whether a test runs or checks the included file ``path``."""
     return path.startswith(f"{SNIPPETS}/") or path in steps
 
@@ -68,7 +68,7 @@ def test_every_bash_and_python_block_is_run_by_a_test(page):
         elif block.mode == "shown":
             included = included_files(block)
             assert included, f"{where}: a {block.language} block that is neither run nor included"
-            untested = [path for path in included if not tested_include(path, steps)]
+            untested = [path for path in included if not checked_include(path, steps)]
             assert not untested, (
                 f"{where}: includes {untested}, which no test runs: move the code into "
                 f"{SNIPPETS}/ or into a file a page's step runs"
@@ -89,7 +89,7 @@ def test_every_yaml_block_is_included_from_a_file_a_test_loads(page):
             f"{where}: a YAML block written in the page: put it in {SNIPPETS}/ (checked by "
             f"{SNIPPETS_TEST}) and include it, so the parameters or map it shows are loaded"
         )
-        untested = [path for path in included if not tested_include(path, steps)]
+        untested = [path for path in included if not checked_include(path, steps)]
         assert not untested, f"{where}: includes {untested}, which no test loads"
 
 
