@@ -28,7 +28,11 @@ ROOT = Path(__file__).resolve().parents[2]
 STEP_TIMEOUT_S = 600.0  # the longest step (the tutorial's train.py) takes about a minute
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
-_LIFECYCLE_NODE = re.compile(r"ros2 lifecycle (?:get|set) (/\S+)")
+# the nodes a page's ros2 commands name, and the ros2 command that lists such nodes
+_NAMED = (
+    (re.compile(r"ros2 lifecycle (?:get|set) (/\S+)"), ("lifecycle", "nodes")),
+    (re.compile(r"ros2 component (?:load|unload) (/\S+)"), ("node", "list")),
+)
 
 
 class Background:
@@ -57,9 +61,11 @@ class Background:
     def text(self) -> str:
         return "".join(self.output)
 
-    def wait_ready(self, page: Path, nodes: set[str]) -> None:
-        """Until its output shows the block's ready text, then until the ros2 CLI sees
-        ``nodes`` and their lifecycle services (discovery takes its time after a node is up)."""
+    def wait_ready(self, page: Path, named: dict[tuple[str, ...], set[str]]) -> None:
+        """Until its output shows the block's ready text, then until the ros2 CLI sees the
+        nodes in ``named`` (by the ros2 command that lists them: ``lifecycle nodes`` shows a
+        node once its lifecycle services are seen), as discovery takes its time after a node
+        is up."""
         deadline = time.monotonic() + READY_TIMEOUT_S
         while self.block.ready not in self.text():
             code = self.process.poll()
@@ -72,18 +78,20 @@ class Background:
                 f"s:\n{self.text()}"
             )
             time.sleep(0.1)
-        ros2, seen = shutil.which("ros2"), ""
-        if ros2 and nodes:  # asked through the daemon the page's commands will ask
+        ros2 = shutil.which("ros2")
+        if ros2 and any(named.values()):  # asked through the daemon the page's commands ask
             subprocess.run([ros2, "daemon", "start"], env=self.env, capture_output=True,
                            timeout=READY_TIMEOUT_S)  # fmt: skip
-        while ros2 and nodes and not nodes <= set(seen.split()):
-            assert time.monotonic() < deadline, (
-                f"{self.block.where(page)}: ros2 lifecycle nodes shows no {sorted(nodes)} in "
-                f"{READY_TIMEOUT_S} s: {seen!r}\n{self.text()}"
-            )
-            listed = subprocess.run([ros2, "lifecycle", "nodes"], env=self.env, text=True,
-                                    capture_output=True, timeout=READY_TIMEOUT_S)  # fmt: skip
-            seen = listed.stdout
+        for listing, nodes in named.items():
+            seen = ""
+            while ros2 and nodes and not nodes <= set(seen.split()):
+                assert time.monotonic() < deadline, (
+                    f"{self.block.where(page)}: ros2 {' '.join(listing)} shows no "
+                    f"{sorted(nodes)} in {READY_TIMEOUT_S} s: {seen!r}\n{self.text()}"
+                )
+                listed = subprocess.run([ros2, *listing], env=self.env, text=True,
+                                        capture_output=True, timeout=READY_TIMEOUT_S)  # fmt: skip
+                seen = listed.stdout
 
     def interrupt(self, page: Path) -> None:
         """Ctrl-C: SIGINT to its process group, then its exit code must be 0."""
@@ -130,7 +138,7 @@ def run_page(page: Path, folder: Path, domain_id: int) -> dict[int, str]:
     section = None
     blocks = page_blocks(page)
     try:
-        for block in blocks:
+        for index, block in enumerate(blocks):
             if block.section != section:
                 while running:
                     running.pop().interrupt(page)
@@ -139,10 +147,8 @@ def run_page(page: Path, folder: Path, domain_id: int) -> dict[int, str]:
             if block.mode == "run":
                 outputs[block.line] = run_step(block, page, folder, env)
             elif block.mode == "background":
-                named = {node for later in blocks if later.section == block.section
-                         for node in _LIFECYCLE_NODE.findall(later.code)}  # fmt: skip
                 running.append(Background(block, folder, env))
-                running[-1].wait_ready(page, named)
+                running[-1].wait_ready(page, _named(blocks, index))
         while running:
             running.pop().interrupt(page)
     finally:
@@ -152,6 +158,18 @@ def run_page(page: Path, folder: Path, domain_id: int) -> dict[int, str]:
                 background.process.wait()
         stop_ros2_daemon(env, domain_id)
     return outputs
+
+
+def _named(blocks: list[Block], index: int) -> dict[tuple[str, ...], set[str]]:
+    """The nodes the ros2 commands of ``blocks[index]``'s section name, by the command that
+    lists them; none while the next step is another background one (those nodes may be its)."""
+    block = blocks[index]
+    following = blocks[index + 1] if index + 1 < len(blocks) else None
+    if following and following.section == block.section and following.mode == "background":
+        return {}
+    section = [later for later in blocks if later.section == block.section]
+    return {listing: {node for later in section for node in pattern.findall(later.code)}
+            for pattern, listing in _NAMED}  # fmt: skip
 
 
 def stop_ros2_daemon(env: dict[str, str], domain_id: int) -> None:
