@@ -25,10 +25,14 @@ pytest.importorskip(
 pytestmark = [pytest.mark.ros, pytest.mark.launch, pytest.mark.slow]
 
 EXPECTED = {
-    "docs/how-to/bags-and-sim.md": ["verify passed", "recorded"],
+    "docs/how-to/bags-and-sim.md": [
+        "(composed) against leapp.Pipeline on the bag's inputs",
+        "(fused) against the recorded outputs",
+        "verify passed: every published tensor matches\nplot: run2.png",
+    ],
     "docs/how-to/deployments.md": ["  1  /torch_pipeline/policy", "Unloaded component 1"],
     "docs/how-to/generated-packages.md": ["robot_policy_fused.launch.py"],
-    "docs/how-to/multi-host.md": [],
+    "docs/how-to/multi-host.md": ["Publisher count: 1\nSubscription count: 1"],
     "docs/how-to/safe-operation.md": ["unconfigured [1]", "Transitioning successful"],
 }
 """Each page this module runs, and what its steps' output must show."""
