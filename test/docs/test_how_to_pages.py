@@ -31,6 +31,7 @@ EXPECTED = {
         "(composed) against leapp.Pipeline on the bag's inputs",
         "(fused) against the recorded outputs",
         "verify passed: every published tensor matches\nplot: run2.png",
+        "/torch_pipeline/policy/action  ",
     ],
     "docs/how-to/deployments.md": ["  1  /torch_pipeline/policy", "Unloaded component 1"],
     "docs/how-to/generated-packages.md": ["robot_policy_fused.launch.py"],
