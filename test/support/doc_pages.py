@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUN_PAGES = {
     "docs/tutorial.md": "test/docs/test_tutorial.py",
     "README.md": "test/docs/test_tutorial.py",
+    "docs/how-to/colcon.md": "test/tools/test_ros2_workspace.py",
     "docs/how-to/bags-and-sim.md": "test/docs/test_how_to_pages.py",
     "docs/how-to/deployments.md": "test/docs/test_how_to_pages.py",
     "docs/how-to/generated-packages.md": "test/docs/test_how_to_pages.py",

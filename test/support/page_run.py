@@ -1,9 +1,11 @@
 """Running a documentation page as a reader would: every step (``support.page_blocks``) in the
 page's order, in a folder of the test's, each foreground step to its end (exit code 0), each
 background step as in a second terminal until its section ends, then stopped with SIGINT
-(Ctrl-C) and exit code 0. Before the next step the runner waits for a background step's ready
-text and until ``ros2 lifecycle nodes`` shows the nodes the section's ``ros2 lifecycle``
-commands name: a node is up before the ros2 CLI's discovery has seen its services."""
+(Ctrl-C) and exit code 0. A bash step runs under ``bash -e -o pipefail``: any command that
+fails fails the step (not ``-u``: a colcon workspace's ``setup.bash`` reads unset variables,
+as a reader's shell allows). Before the next step the runner waits for a background step's
+ready text and until the ros2 CLI lists the nodes the section's ``ros2 lifecycle`` and ``ros2
+component`` commands name: a node is up before the CLI's discovery has seen its services."""
 
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ class Background:
     def __init__(self, block: Block, folder: Path, env: dict[str, str]):
         self.block, self.env = block, env
         self.process = subprocess.Popen(
-            ["bash", "-euo", "pipefail", "-c", block.code],
+            ["bash", "-eo", "pipefail", "-c", block.code],
             cwd=folder,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -114,7 +116,7 @@ def run_step(block: Block, page: Path, folder: Path, env: dict[str, str]) -> str
     if block.language == "python":
         argv = [sys.executable, "-c", block.code]
     else:
-        argv = ["bash", "-euo", "pipefail", "-c", block.code]
+        argv = ["bash", "-eo", "pipefail", "-c", block.code]
     try:
         done = subprocess.run(argv, cwd=folder, env=env, stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=STEP_TIMEOUT_S)  # fmt: skip
@@ -127,12 +129,15 @@ def run_step(block: Block, page: Path, folder: Path, env: dict[str, str]) -> str
     return output
 
 
-def run_page(page: Path, folder: Path, domain_id: int) -> dict[int, str]:
-    """Run every step of ``page`` in ``folder``; the output of each foreground step by line."""
+def run_page(
+    page: Path, folder: Path, domain_id: int, env: dict[str, str] | None = None
+) -> dict[int, str]:
+    """Run every step of ``page`` in ``folder`` (in ``env``, default this process's, isolated
+    in ``domain_id``); the output of each foreground step by line."""
     for shared in ("examples", "docs"):  # what the pages name, as in a clone
         if not (folder / shared).exists():
             (folder / shared).symlink_to(ROOT / shared)
-    env = ros_env(domain_id)
+    env = ros_env(domain_id, env)
     outputs: dict[int, str] = {}
     running: list[Background] = []
     section = None
