@@ -71,16 +71,24 @@ def test_robot_safety_yaml_passes_the_nodes_parameter_checks(robot_export):
     check_params_file(FOLDER / "robot_safety.yaml", robot_export)
 
 
-def test_a_misspelt_key_in_a_parameters_file_fails_the_check(robot_export, tmp_path):
+@pytest.mark.parametrize(
+    ("written", "wrong", "named"),
+    [
+        ("input_timeout_ms", "input_timeout", "input_timeout"),
+        ("max_step", "max_steps", "ports.joint_targets.max_steps"),
+        ("joint_targets:", "joint_target:", "ports.joint_target."),
+        ("[0.8, 0.2, 0.6, 0.8, 0.2, 0.6]", "[0.8, 0.2]", "ports.joint_targets.max"),
+    ],
+)
+def test_a_wrong_key_or_value_in_a_parameters_file_fails_the_check(
+    robot_export, tmp_path, written, wrong, named
+):
     text = (FOLDER / "robot_safety.yaml").read_text(encoding="utf-8")
-    for wrong in (text.replace("input_timeout_ms", "input_timeout"),
-                  text.replace("max_step", "max_steps"),
-                  text.replace("joint_targets", "joint_target"),
-                  text.replace("[0.8, 0.2, 0.6, 0.8, 0.2, 0.6]", "[0.8, 0.2]")):  # fmt: skip
-        assert wrong != text
-        (tmp_path / "wrong.yaml").write_text(wrong, encoding="utf-8")
-        with pytest.raises((AssertionError, LeappError)):
-            check_params_file(tmp_path / "wrong.yaml", robot_export)
+    assert written in text
+    (tmp_path / "wrong.yaml").write_text(text.replace(written, wrong), encoding="utf-8")
+    with pytest.raises((AssertionError, LeappError)) as raised:
+        check_params_file(tmp_path / "wrong.yaml", robot_export)
+    assert named in str(raised.value), raised.value
 
 
 def test_sim_map_yaml_loads_and_names_what_the_quadruped_has():
