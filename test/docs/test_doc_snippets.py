@@ -1,0 +1,109 @@
+"""The files the documentation's pages include (``docs/snippets/``) work: each Python file
+runs to its end in a folder of its own that holds the seed export as
+``exports/torch_pipeline`` (those files check what their blocks computed against eager
+PyTorch or ``leapp.Pipeline``), a ``test_*.py`` file passes under pytest there, and each YAML
+file is loaded by the code that reads it on a robot: a parameters file by the nodes' own
+parameter checks and the plan (``support.params_check``), a simulator map by
+``leapp_ros.sim.sim_map`` with its names found in the quadruped's MJCF."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.doc_pages import ROOT, SNIPPETS
+from support.params_check import check_params_file
+from support.ros import export_example
+
+from leapp import LeappError
+from leapp_ros.testing import reserve_domain_id, ros_env
+
+FOLDER = ROOT / SNIPPETS
+RUN_TIMEOUT_S = 600.0
+GRAPH_SNIPPETS = {"test_a_graph.py"}  # start a ROS graph
+
+
+def snippet_files() -> list:
+    params = []
+    for path in sorted(FOLDER.glob("*.py")):
+        marks = [pytest.mark.ros] if path.name in GRAPH_SNIPPETS else []
+        params.append(pytest.param(path.name, marks=marks, id=path.name))
+    return params
+
+
+@pytest.fixture(scope="module")
+def robot_export(tmp_path_factory):
+    """examples/robot_policy.py exported: the export the pages' parameters files are for."""
+    save = tmp_path_factory.mktemp("robot")
+    return export_example(save, "robot_policy", lambda m: m.example_inputs(), no_grad=True).path
+
+
+@pytest.mark.parametrize("name", snippet_files())
+def test_every_snippet_file_runs(name, seed, tmp_path):
+    if name == "warp_node.py":
+        pytest.importorskip("warp", reason="warp-lang is not installed (pip install warp-lang)")
+    shutil.copytree(seed.path, tmp_path / "exports" / "torch_pipeline")
+    shutil.copy(FOLDER / name, tmp_path / name)
+    if name.startswith("test_"):
+        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                "no:launch_pytest", name]  # fmt: skip
+    else:
+        argv = [sys.executable, name]
+    with reserve_domain_id() as domain_id:
+        done = subprocess.run(argv, cwd=tmp_path, env=ros_env(domain_id), capture_output=True,
+                              text=True, timeout=RUN_TIMEOUT_S)  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"{SNIPPETS}/{name}: exit code {done.returncode}\n{output}"
+    if name.startswith("test_"):
+        assert "1 passed" in output, output
+
+
+def test_robot_order_yaml_sends_the_targets_in_the_controllers_order(robot_export):
+    plan = check_params_file(FOLDER / "robot_order.yaml", robot_export)
+    binding = plan.node("policy").output("joint_targets").binding
+    assert binding.order == ("hip_l", "hip_r", "knee_l", "knee_r", "ankle_l", "ankle_r"), binding
+
+
+def test_robot_safety_yaml_passes_the_nodes_parameter_checks(robot_export):
+    check_params_file(FOLDER / "robot_safety.yaml", robot_export)
+
+
+@pytest.mark.parametrize(
+    ("written", "wrong", "named"),
+    [
+        ("input_timeout_ms", "input_timeout", "input_timeout"),
+        ("max_step", "max_steps", "ports.joint_targets.max_steps"),
+        ("joint_targets:", "joint_target:", "ports.joint_target."),
+        ("[0.8, 0.2, 0.6, 0.8, 0.2, 0.6]", "[0.8, 0.2]", "ports.joint_targets.max"),
+    ],
+)
+def test_a_wrong_key_or_value_in_a_parameters_file_fails_the_check(
+    robot_export, tmp_path, written, wrong, named
+):
+    text = (FOLDER / "robot_safety.yaml").read_text(encoding="utf-8")
+    assert written in text
+    (tmp_path / "wrong.yaml").write_text(text.replace(written, wrong), encoding="utf-8")
+    with pytest.raises((AssertionError, LeappError)) as raised:
+        check_params_file(tmp_path / "wrong.yaml", robot_export)
+    assert named in str(raised.value), raised.value
+
+
+def test_sim_map_yaml_loads_and_names_what_the_quadruped_has():
+    from leapp_ros.sim.sim_map import load_map
+
+    mujoco = pytest.importorskip("mujoco", reason="the map check needs MuJoCo: 'leapp_ros[sim]'")
+    loaded = load_map(FOLDER / "sim_map.yaml")
+    model = mujoco.MjModel.from_xml_path(str(ROOT / "examples" / "quadruped" / "quadruped.xml"))
+    assert mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, loaded.base) >= 0, loaded.base
+    assert mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, loaded.imu_site) >= 0
+    for joint in loaded.initial:
+        assert mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, joint) >= 0, joint
+
+
+def test_the_snippet_folder_holds_only_files_these_tests_check():
+    checked = {"robot_order.yaml", "robot_safety.yaml", "sim_map.yaml"}
+    for path in Path(FOLDER).iterdir():
+        assert path.suffix == ".py" or path.name in checked, f"{path}: no test checks it"

@@ -1,0 +1,93 @@
+"""A ROS 2 parameters file checked as the nodes of an export would read it at startup, without
+starting them: every section names a node of the export (``/<namespace>/<node>``, or ``/**``),
+every parameter is one a pipeline node declares (a misspelt key fails, as
+``refuse_unknown_parameters`` makes the node fail), the values pass the nodes' own checks
+(``declare_parameters``, ``declare_port_overrides``, ``declare_output_limits``: a limit of the
+wrong length fails), every ``ports.<port>`` names a port of its node, and the plan
+(``make_plan`` with the file's port overrides) is what comes back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import yaml
+
+from leapp import spec as spec_module
+from leapp_ros.plan.graph_plan import PipelinePlan
+from leapp_ros.plan.limits import declare_output_limits
+from leapp_ros.plan.pipeline import make_plan
+from leapp_ros.plan.settings import (
+    declare_parameters,
+    declare_port_overrides,
+    port_overrides,
+    refuse_unknown_parameters,
+)
+
+__all__ = ["check_params_file"]
+
+
+class _Logger:
+    def __init__(self, where: str):
+        self.where = where
+
+    def warning(self, text: str) -> None:
+        raise AssertionError(f"{self.where}: {text}")
+
+    info = debug = warning
+
+
+class _StartingNode:
+    """What the checks above ask of a starting rclpy node: parameter values given in a file."""
+
+    def __init__(self, given: dict[str, Any], where: str):
+        self._parameter_overrides = given
+        self.declared: set[str] = set()
+        self.where = where
+
+    def declare_parameter(self, name: str, default: Any, descriptor: Any = None):
+        self.declared.add(name)
+        return SimpleNamespace(value=self._parameter_overrides.get(name, default))
+
+    def has_parameter(self, name: str) -> bool:
+        return name in self.declared
+
+    def get_logger(self) -> _Logger:
+        return _Logger(self.where)
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def check_params_file(path: Path, export: Path) -> PipelinePlan:
+    """Check ``path`` against the export folder ``export`` (see the module docs); the plan."""
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    spec = spec_module.load(export)
+    models = {model.name: model for model in spec.models}
+    namespace = f"/{spec.name}"
+    assert isinstance(document, dict) and document, f"{path}: no sections"
+    for key, section in document.items():
+        node = str(key).rsplit("/", 1)[-1]
+        assert key == "/**" or (key == f"{namespace}/{node}" and node in models), (
+            f"{path}: section {key!r} names no node of {namespace} ({sorted(models)})"
+        )
+        assert set(section) == {"ros__parameters"}, f"{path}: {key}: {sorted(section)}"
+    for name, model in models.items():
+        given: dict[str, Any] = {}
+        for key in ("/**", f"{namespace}/{name}"):
+            given.update(_flatten((document.get(key) or {}).get("ros__parameters", {})))
+        where = f"{path}: node {namespace}/{name}"
+        node = _StartingNode(given, where)
+        declare_parameters(node)
+        declare_output_limits(node, model)  # before the overrides, as the node does
+        declare_port_overrides(node, model)
+        refuse_unknown_parameters(node, where)
+    return make_plan(spec, ports=port_overrides(document, list(models)))
