@@ -1,0 +1,137 @@
+"""A closed loop at the robot's rates, in every deployment mode: a MuJoCo arm with a 500 Hz PD
+position controller on the graph's interpolated 500 Hz targets from a 50 Hz policy, joint
+states and IMU at 500 Hz (stamped, gathered ``sync: exact``) and a ``cmd_vel`` at 10 Hz as a
+newest-value input, through a 0.3 s IMU dropout, a ``cmd_vel`` that stops for 1 s and the joint
+states dropping to 250 Hz and then 100 Hz (``bench/rate_drive.py``: ``FAULTS``).
+
+The graph (``bench/rate_arm.py``): ``preprocess`` fires on the JointState and Imu of one
+stamp (``triggers`` the five sensor ports, ``sync: exact``; the command is a newest-value
+input); ``policy`` runs on its own 50 Hz timer (the spec's ``node_frequency``) on the newest
+observation, and plays ``joint_targets`` out at 500 Hz (``output_rate_hz``), in a straight
+line from the last target to each result over one policy period (``interpolate: linear``: 10
+targets). A fused node runs every node per tick, at one rate: it runs the whole pipeline on
+each stamp-matched set (``firing: inputs``, the same triggers and sync), so its policy runs at
+the sensors' rate and each target is the newest result (one target per period). A fused node
+on a 50 Hz timer would take the newest JointState and Imu apart and mix instants; the rate
+loop bench counts that for a hand-written node of that shape.
+
+Every message is recorded both ways and checked after the run (``bench/rate_check.py``): each
+``action`` is eager PyTorch on the JointState and Imu of one stamp and a command sent around
+it (else it is counted mixed, when a JointState and an Imu of different stamps give it, or
+wrong), and each target is the documented interpolation of the eager ``joint_targets`` of
+those inputs.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from rate_arm import Plant, export_rate_arm, write_model
+from rate_check import check_targets, identify
+from rate_drive import FAULTS, RateDrive
+
+from leapp_ros.testing import Deployment, GraphOptions, GraphUnderTest
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+SENSORS = ["joint_pos", "joint_vel", "gyro", "accel", "quat"]
+TARGETS = {"joint_targets": {"output_rate_hz": 500.0, "interpolate": "linear"}}
+STEPS = {Deployment.PROCESSES: 10, Deployment.COMPOSED: 10, Deployment.FUSED: 1}
+SETTLE_TARGETS = 25  # targets awaited after the last step: everything before them came
+
+
+def params_document() -> dict:
+    """Each node's rule: preprocess on stamp-matched sensor sets, policy on its spec timer
+    with its targets at 500 Hz; a fused node on the sensor sets, targets at 500 Hz."""
+
+    def sensors() -> dict:  # (a fresh dict each: a YAML alias is no parameters file)
+        return {"sync": "exact", "triggers": list(SENSORS)}
+
+    def targets() -> dict:
+        return {port: dict(values) for port, values in TARGETS.items()}
+
+    return {
+        "/rate_arm/preprocess": {"ros__parameters": sensors()},
+        "/rate_arm/policy": {"ros__parameters": {"ports": targets()}},
+        "/rate_arm/leapp_fused": {
+            "ros__parameters": {"firing": "inputs", **sensors(), "ports": targets()}
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def arm_export(tmp_path_factory):
+    return export_rate_arm(tmp_path_factory.mktemp("rate_arm"))
+
+
+@pytest.fixture(scope="module", params=list(Deployment), ids=str)
+def run(request, arm_export, tmp_path_factory):
+    """The loop run once in a deployment: the record, what it proves, the status."""
+    folder = tmp_path_factory.mktemp(f"rate_loop_{request.param}")
+    params = folder / "params.yaml"
+    params.write_text(yaml.safe_dump(params_document()), encoding="utf-8")
+    options = GraphOptions(request.param, params_file=params)
+    with (
+        open(folder / "nodes.log", "w", encoding="utf-8") as log,
+        GraphUnderTest(arm_export.path, options, output=log) as graph,
+    ):
+        probe, namespace = graph.probe, graph.plan.namespace
+        drive = RateDrive(probe.node, probe.executor, namespace, Plant(write_model(folder)))
+        probe.spin_until(
+            lambda: drive.connected() and not probe.connection_gaps(namespace),
+            30,
+            "the loop's publishers and subscriptions matched both ways",
+        )
+        record = drive.run(FAULTS)
+        graph.spin(0)  # raises if a node died
+        count = len(record.targets) + SETTLE_TARGETS
+        probe.spin_until(lambda: len(record.targets) >= count, 30, f"{count} targets")
+        status = graph.status()
+    found = identify(record)
+    results = [value for _, value in record.results]
+    targets = [value for _, value in record.targets]
+    checked, problems = check_targets(found.targets, targets, STEPS[request.param])
+    print(
+        f"\nrate loop {request.param}: {len(targets)} targets, {checked} checked, "
+        f"{len(results)} results, {len(found.mixed)} mixed, {len(found.wrong)} wrong, "
+        f"lag dropped {record.lag_dropped_s:.3f} s, largest deviation "
+        f"{record.largest_deviation:.3f} rad"
+    )
+    return SimpleNamespace(
+        record=record, found=found, checked=checked, problems=problems, status=status
+    )
+
+
+def test_every_target_is_eager_pytorch_and_the_interpolation_of_its_inputs(run):
+    targets = len(run.record.targets)
+    assert run.problems == [], run.problems
+    assert run.checked == targets >= FAULTS.steps // 2, f"{run.checked} of {targets} checked"
+
+
+def test_no_result_is_computed_from_a_joint_state_and_an_imu_of_different_instants(run):
+    found = run.found
+    assert len(found.sets) == len(run.record.results) >= 50
+    assert (found.mixed, found.wrong) == ([], [])
+
+
+def test_each_result_uses_an_instant_no_older_than_the_one_before(run):
+    stamps = [stamp for stamp, _ in filter(None, run.found.sets)]
+    assert stamps == sorted(stamps), "a result came from an older instant than the one before"
+
+
+def test_the_policy_runs_on_fresh_instants_after_every_fault(run):
+    record, sets = run.record, list(filter(None, run.found.sets))
+    steps = [record.step_of[stamp] for stamp, _ in sets]
+    dropout, stop = FAULTS.imu_dropout, FAULTS.twist_stop
+    assert any(dropout[1] <= s < stop[0] for s in steps), "nothing after the IMU dropout"
+    for start, end, every in FAULTS.joint_rates:
+        inside = [s for s in steps if start <= s < end]
+        assert inside and all(s % every == 0 for s in inside), (start, end, inside[:5])
+    last_before_stop = max(i for i, (s, _) in enumerate(record.twists) if s < stop[0])
+    during = {
+        command for stamp, command in sets if stop[0] + 50 <= record.step_of[stamp] < stop[1]
+    }
+    assert during == {last_before_stop}, "the newest command while cmd_vel was stopped"
+    assert any(record.step_of[stamp] >= FAULTS.joint_rates[-1][1] for stamp, _ in sets)
