@@ -41,6 +41,7 @@ __all__ = [
     "export_rate_arm",
     "imu_message",
     "joint_state_message",
+    "loop_parameters",
     "twist_message",
     "write_model",
 ]
@@ -51,6 +52,7 @@ SENSOR_HZ = 500.0  # joint states, IMU and the physics step
 POLICY_HZ = 50.0
 TIMESTEP_S = 1.0 / SENSOR_HZ
 CORRECTION = 0.2  # rad: the largest change the policy makes to the reference
+SENSOR_PORTS = ("joint_pos", "joint_vel", "gyro", "accel", "quat")
 COMMAND_NAMES = ["lin_vel_x", "lin_vel_y", "ang_vel_z"]
 NOISE = {"position": 2e-3, "velocity": 0.02, "gyro": 0.02, "accel": 0.05}  # per instant
 _PUSH_N, _PUSH_HZ = 2.0, 0.9
@@ -255,6 +257,27 @@ def export_rate_arm(save_path: Path, name: str = "rate_arm") -> SimpleNamespace:
     configs = leapp.GraphConfigs(frequency=SENSOR_HZ, node_frequency={"policy": POLICY_HZ})
     compiled = leapp.compile_graph(graph_configs=configs)
     return SimpleNamespace(path=Path(compiled.path).parent, name=name)
+
+
+def loop_parameters(namespace: str = "/rate_arm") -> dict[str, Any]:
+    """The nodes' parameters file of the rate loop: ``preprocess`` fires on the JointState and
+    Imu of one stamp (``sync: exact``; the command is a newest-value input), ``policy`` runs on
+    its spec's 50 Hz timer and plays ``joint_targets`` out at 500 Hz, ``linear``; a fused node
+    fires on the same sets (one rate per tick: the sensors'), its targets at 500 Hz too."""
+
+    def sensors() -> dict[str, Any]:  # a fresh dict each: YAML aliases are no parameters file
+        return {"sync": "exact", "triggers": list(SENSOR_PORTS)}
+
+    def targets() -> dict[str, Any]:
+        return {"joint_targets": {"output_rate_hz": SENSOR_HZ, "interpolate": "linear"}}
+
+    return {
+        f"{namespace}/preprocess": {"ros__parameters": sensors()},
+        f"{namespace}/policy": {"ros__parameters": {"ports": targets()}},
+        f"{namespace}/leapp_fused": {
+            "ros__parameters": {"firing": "inputs", **sensors(), "ports": targets()}
+        },
+    }
 
 
 def eager(readings: list[Reading], commands: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -27,38 +27,16 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-import yaml
-from rate_arm import Plant, export_rate_arm, write_model
+from rate_arm import export_rate_arm
 from rate_check import check_targets, identify
-from rate_drive import FAULTS, RateDrive
+from rate_drive import FAULTS
+from rate_loop import run_graph
 
-from leapp_ros.testing import Deployment, GraphOptions, GraphUnderTest
+from leapp_ros.testing import Deployment
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
-SENSORS = ["joint_pos", "joint_vel", "gyro", "accel", "quat"]
-TARGETS = {"joint_targets": {"output_rate_hz": 500.0, "interpolate": "linear"}}
 STEPS = {Deployment.PROCESSES: 10, Deployment.COMPOSED: 10, Deployment.FUSED: 1}
-SETTLE_TARGETS = 25  # targets awaited after the last step: everything before them came
-
-
-def params_document() -> dict:
-    """Each node's rule: preprocess on stamp-matched sensor sets, policy on its spec timer
-    with its targets at 500 Hz; a fused node on the sensor sets, targets at 500 Hz."""
-
-    def sensors() -> dict:  # (a fresh dict each: a YAML alias is no parameters file)
-        return {"sync": "exact", "triggers": list(SENSORS)}
-
-    def targets() -> dict:
-        return {port: dict(values) for port, values in TARGETS.items()}
-
-    return {
-        "/rate_arm/preprocess": {"ros__parameters": sensors()},
-        "/rate_arm/policy": {"ros__parameters": {"ports": targets()}},
-        "/rate_arm/leapp_fused": {
-            "ros__parameters": {"firing": "inputs", **sensors(), "ports": targets()}
-        },
-    }
 
 
 @pytest.fixture(scope="module")
@@ -68,40 +46,19 @@ def arm_export(tmp_path_factory):
 
 @pytest.fixture(scope="module", params=list(Deployment), ids=str)
 def run(request, arm_export, tmp_path_factory):
-    """The loop run once in a deployment: the record, what it proves, the status."""
+    """The loop run through the faults once in a deployment: the record and what it proves."""
     folder = tmp_path_factory.mktemp(f"rate_loop_{request.param}")
-    params = folder / "params.yaml"
-    params.write_text(yaml.safe_dump(params_document()), encoding="utf-8")
-    options = GraphOptions(request.param, params_file=params)
-    with (
-        open(folder / "nodes.log", "w", encoding="utf-8") as log,
-        GraphUnderTest(arm_export.path, options, output=log) as graph,
-    ):
-        probe, namespace = graph.probe, graph.plan.namespace
-        drive = RateDrive(probe.node, probe.executor, namespace, Plant(write_model(folder)))
-        probe.spin_until(
-            lambda: drive.connected() and not probe.connection_gaps(namespace),
-            30,
-            "the loop's publishers and subscriptions matched both ways",
-        )
-        record = drive.run(FAULTS)
-        graph.spin(0)  # raises if a node died
-        count = len(record.targets) + SETTLE_TARGETS
-        probe.spin_until(lambda: len(record.targets) >= count, 30, f"{count} targets")
-        status = graph.status()
+    record = run_graph(arm_export.path, request.param, folder, FAULTS)
     found = identify(record)
-    results = [value for _, value in record.results]
     targets = [value for _, value in record.targets]
     checked, problems = check_targets(found.targets, targets, STEPS[request.param])
     print(
         f"\nrate loop {request.param}: {len(targets)} targets, {checked} checked, "
-        f"{len(results)} results, {len(found.mixed)} mixed, {len(found.wrong)} wrong, "
+        f"{len(record.results)} results, {len(found.mixed)} mixed, {len(found.wrong)} wrong, "
         f"lag dropped {record.lag_dropped_s:.3f} s, largest deviation "
         f"{record.largest_deviation:.3f} rad"
     )
-    return SimpleNamespace(
-        record=record, found=found, checked=checked, problems=problems, status=status
-    )
+    return SimpleNamespace(record=record, found=found, checked=checked, problems=problems)
 
 
 def test_every_target_is_eager_pytorch_and_the_interpolation_of_its_inputs(run):

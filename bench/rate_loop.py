@@ -1,0 +1,154 @@
+"""How steady the rate loop's commands come: a 50 Hz policy in front of a 500 Hz position
+controller, as a leapp graph in each mode and as a hand-written rclpy node, one run each.
+
+    python bench/rate_loop.py [--seconds S] [--modes processes,composed,fused]
+
+The arm of ``rate_arm.py`` runs at 500 Hz against each (``rate_drive.py``, without faults:
+joint states and IMU at 500 Hz, ``cmd_vel`` at 10 Hz): the graph with the rate loop's
+parameters (``rate_arm.loop_parameters``: ``preprocess`` on stamp-matched sets, ``policy`` on
+its 50 Hz timer, ``joint_targets`` played out at 500 Hz; fused, the whole pipeline on each
+set), the reference ``hand_written_rate_node.py`` (a 50 Hz timer on the newest values, a
+500 Hz timer for the targets, the same artifact calls) in a process of its own. Printed per
+graph, p50 and p99 of the intervals between the targets and between the policy results as
+they arrive at the loop (so the loop's own work is in both sides' figures), as ratios to the
+hand-written node's, and how many results were computed from a JointState and an Imu of
+different stamps (``rate_check.py``). Figures depend on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rate_arm import Plant, export_rate_arm, loop_parameters, write_model
+from rate_check import identify, periods
+from rate_drive import PLAIN, RateDrive, Record, Schedule
+
+__all__ = ["run_graph", "run_hand_written"]
+
+SETTLE_TARGETS = 25  # targets awaited after the last step: everything before them came
+WAIT_S = 60.0
+HERE = Path(__file__).resolve().parent
+
+
+def _drive(domain_id: int, namespace: str, folder: Path, schedule: Schedule) -> Record:
+    """The loop on a probe of its own in ``domain_id`` (its executor takes the loop's messages
+    only), once its publishers and subscriptions have matched."""
+    from leapp_ros.testing.probe import Probe
+
+    with Probe(domain_id, "rate_loop") as probe:
+        drive = RateDrive(probe.node, probe.executor, namespace, Plant(write_model(folder)))
+        probe.spin_until(drive.connected, WAIT_S, "the loop's publishers and subscriptions")
+        record = drive.run(schedule)
+        count = len(record.targets) + SETTLE_TARGETS
+        probe.spin_until(lambda: len(record.targets) >= count, WAIT_S, f"{count} targets")
+    return record
+
+
+def run_graph(export: Path, deployment: Any, folder: Path, schedule: Schedule) -> Record:
+    """The loop through ``schedule`` against the export's graph in ``deployment``, started
+    with the rate loop's parameters (nodes' output in ``folder/nodes.log``)."""
+    import yaml
+
+    from leapp_ros.testing import GraphOptions, GraphUnderTest
+
+    params = folder / "params.yaml"
+    params.write_text(yaml.safe_dump(loop_parameters()), encoding="utf-8")
+    options = GraphOptions(deployment, params_file=params)
+    with (
+        open(folder / "nodes.log", "w", encoding="utf-8") as log,
+        GraphUnderTest(export, options, output=log) as graph,
+    ):
+        assert graph.domain_id is not None
+        record = _drive(graph.domain_id, graph.plan.namespace, folder, schedule)
+        graph.spin(0)  # raises if a node died
+    return record
+
+
+def run_hand_written(export: Path, folder: Path, schedule: Schedule) -> Record:
+    """The loop through ``schedule`` against ``hand_written_rate_node.py`` in a process."""
+    from hand_written_rate_node import READY
+
+    from leapp_ros.run.processes import start_process
+    from leapp_ros.testing.probe import claim_domain_id, ros_env
+
+    domain_id, lock = claim_domain_id()
+    argv = [sys.executable, str(HERE / "hand_written_rate_node.py"), "--namespace", "/hand"]
+    process = start_process([*argv, "--export", str(export)], ros_env(domain_id, os.environ))
+    try:
+        text, deadline = b"", time.monotonic() + WAIT_S
+        while READY.encode() not in text:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"hand-written node not ready: {process.stderr.read()[-2000:]}")
+            if select.select([process.stdout], [], [], 1.0)[0]:
+                text += os.read(process.stdout.fileno(), 4096)
+        return _drive(domain_id, "/hand", folder, schedule)
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        lock.close()
+
+
+def _row(name: str, record: Record, reference: Record, *, results: bool = True) -> str:
+    """One graph's line: p50 and p99 of each stream and its ratio to ``reference``'s (results
+    only when ``results``: a fused policy runs at the sensors' rate), and its input sets."""
+    cells = [f"{name:<13}"]
+    for which in ("targets", "results")[: 2 if results else 1]:
+        arrivals = [moment for moment, _ in getattr(record, which)]
+        values = periods(arrivals)
+        base = periods([m for m, _ in getattr(reference, which)])
+        for value, ref in zip(values, base, strict=True):
+            cells.append(f"{value * 1e3:7.3f} ms ({value / ref:4.2f}x)")
+    if not results:
+        cells.append(f"{'(every set: 500 Hz)':<41}")
+    found = identify(record)
+    cells.append(f"{len(found.mixed)} mixed, {len(found.wrong)} wrong of {len(found.sets)}")
+    return "  ".join(cells)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=4.0, help="simulated time per graph")
+    parser.add_argument("--modes", default="processes,composed,fused")
+    args = parser.parse_args(argv)
+    from leapp_ros.testing import Deployment
+
+    modes = [Deployment(mode) for mode in args.modes.split(",")]
+    schedule = PLAIN.scaled(round(args.seconds * 500))
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        export = export_rate_arm(folder / "export").path
+        records = {"hand-written": run_hand_written(export, _made(folder, "hand"), schedule)}
+        for mode in modes:
+            records[mode.value] = run_graph(export, mode, _made(folder, mode.value), schedule)
+    reference = records["hand-written"]
+    print(
+        f"\nrate loop: {args.seconds:g} s of a 500 Hz arm, intervals between arrivals at the "
+        "loop, ratio to the hand-written node\n"
+        f"{'graph':<13}  {'targets p50':<19}  {'targets p99':<19}  {'results p50':<19}  "
+        f"{'results p99':<19}  input sets"
+    )
+    for name, record in records.items():
+        print(_row(name, record, reference, results=name != "fused"))
+    return 0
+
+
+def _made(folder: Path, name: str) -> Path:
+    path = folder / name
+    path.mkdir()
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main())
