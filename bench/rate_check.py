@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from rate_arm import Reading, eager
+from rate_arm import JOINTS, Reading, eager
 from rate_drive import Record
 
 __all__ = ["TOLERANCE", "Identified", "check_targets", "identify", "periods"]
@@ -63,7 +63,7 @@ def _candidates(record: Record, pairs: list[tuple[int, int]]) -> tuple[list, np.
             commands.append(record.twists[index][1])
             keys.append((joint_stamp, imu_stamp, index))
     if not keys:
-        return [], np.empty((0, 2)), []
+        return [], np.empty((0, len(JOINTS))), []
     actions, targets = eager(readings, np.stack(commands))
     return keys, actions.astype(np.float64), list(targets.astype(np.float64))
 
@@ -90,7 +90,7 @@ def identify(record: Record) -> Identified:
             found.targets.append(targets[best])
         else:
             found.sets.append(None)
-            found.targets.append(np.full(2, np.nan))
+            found.targets.append(np.full(len(JOINTS), np.nan))
             unmatched.append(number)
     if unmatched:
         mixed = _mixed_sets(record)

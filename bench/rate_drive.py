@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from rate_arm import Plant, Reading, imu_message, joint_state_message, twist_message
 
-__all__ = ["FAULTS", "PLAIN", "RateDrive", "Record", "Schedule"]
+__all__ = ["FAULTS", "RateDrive", "Record", "Schedule"]
 
 STEP_S = 0.002
 TWIST_EVERY = 50  # steps: 10 Hz
@@ -51,20 +51,6 @@ class Schedule:
                 return step % every == 0
         return True
 
-    def scaled(self, steps: int) -> Schedule:
-        """This schedule stretched or shrunk to ``steps``."""
-        factor = steps / self.steps
-
-        def scale(pair: tuple[int, ...]) -> tuple[int, ...]:
-            return tuple(round(v * factor) for v in pair[:2]) + tuple(pair[2:])
-
-        return Schedule(
-            steps,
-            scale(self.imu_dropout),  # type: ignore[arg-type]
-            scale(self.twist_stop),  # type: ignore[arg-type]
-            tuple(scale(r) for r in self.joint_rates),  # type: ignore[misc]
-        )
-
 
 # 4 s: a 0.3 s IMU dropout, cmd_vel gone for 1 s, joint states at 250 Hz, then at 100 Hz
 FAULTS = Schedule(
@@ -73,7 +59,6 @@ FAULTS = Schedule(
     twist_stop=(650, 1150),
     joint_rates=((900, 1300, 2), (1300, 1600, 5)),
 )
-PLAIN = Schedule(steps=2000)
 
 
 @dataclass

@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rate_arm import Plant, export_rate_arm, loop_parameters, write_model
+from rate_arm import SENSOR_HZ, Plant, export_rate_arm, loop_parameters, write_model
 from rate_check import identify, periods
-from rate_drive import PLAIN, RateDrive, Record, Schedule
+from rate_drive import RateDrive, Record, Schedule
 
 __all__ = ["run_graph", "run_hand_written"]
 
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     from leapp_ros.testing import Deployment
 
     modes = [Deployment(mode) for mode in args.modes.split(",")]
-    schedule = PLAIN.scaled(round(args.seconds * 500))
+    schedule = Schedule(steps=round(args.seconds * SENSOR_HZ))
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
         export = export_rate_arm(folder / "export").path
