@@ -263,7 +263,8 @@ def loop_parameters(namespace: str = "/rate_arm") -> dict[str, Any]:
     """The nodes' parameters file of the rate loop: ``preprocess`` fires on the JointState and
     Imu of one stamp (``sync: exact``; the command is a newest-value input), ``policy`` runs on
     its spec's 50 Hz timer and plays ``joint_targets`` out at 500 Hz, ``linear``; a fused node
-    fires on the same sets (one rate per tick: the sensors'), its targets at 500 Hz too."""
+    runs the whole pipeline on a 50 Hz timer on the newest whole set of one stamp (``firing:
+    timer`` with ``sync: exact``), its targets at 500 Hz too."""
 
     def sensors() -> dict[str, Any]:  # a fresh dict each: YAML aliases are no parameters file
         return {"sync": "exact", "triggers": list(SENSOR_PORTS)}
@@ -275,7 +276,12 @@ def loop_parameters(namespace: str = "/rate_arm") -> dict[str, Any]:
         f"{namespace}/preprocess": {"ros__parameters": sensors()},
         f"{namespace}/policy": {"ros__parameters": {"ports": targets()}},
         f"{namespace}/leapp_fused": {
-            "ros__parameters": {"firing": "inputs", **sensors(), "ports": targets()}
+            "ros__parameters": {
+                "firing": "timer",
+                "rate_hz": POLICY_HZ,
+                **sensors(),
+                "ports": targets(),
+            }
         },
     }
 

@@ -2,8 +2,9 @@
 each policy result, whether each target follows from them, and how steady the periods were.
 
 - :func:`identify` finds, for each ``action`` received, the input set eager PyTorch gets it
-  from: the JointState and Imu of one stamp (both published) with one of the commands sent
-  around that instant (the newest before it, or one that came while the set waited). A result
+  from: the JointState and Imu of one stamp (both published) with a command sent no earlier
+  than shortly before that instant (a newest-value input: a set that waited, or a timer's
+  tick on the newest whole set, pairs it with a later command). A result
   that no such set gives is looked up among the sets of a JointState and an Imu of *different*
   stamps (up to 25 steps apart): ``mixed`` when one of them gives it, else ``wrong``.
 - :func:`check_targets` replays the documented interpolation (leapp_ros.plan.output_rates) over
@@ -26,8 +27,7 @@ from rate_drive import Record
 __all__ = ["TOLERANCE", "Identified", "check_targets", "identify", "periods"]
 
 TOLERANCE = 1e-5
-_AROUND = 150  # steps: commands sent this long before an instant may be its newest ...
-_LATE = 100  # ... and this long after it (it came while the set waited)
+_AROUND = 150  # steps: commands sent this long before an instant may be its newest
 _MIXED_SPAN = 25  # steps between the JointState and the Imu of a mixed set looked for
 _MAX_SKIP = 64  # results a target may come after without a target of their own
 
@@ -44,10 +44,10 @@ class Identified:
 
 
 def _commands_near(record: Record, step: int) -> list[int]:
-    """The commands a set of ``step`` may have used: the newest sent before the window, and
-    those sent within it."""
+    """The commands a set of ``step`` may have used: the newest sent before ``_AROUND`` steps
+    before it, and every one sent since."""
     steps = [s for s, _ in record.twists]
-    chosen = [i for i, s in enumerate(steps) if step - _AROUND <= s <= step + _LATE]
+    chosen = [i for i, s in enumerate(steps) if step - _AROUND <= s]
     before = [i for i, s in enumerate(steps) if s < step - _AROUND]
     return before[-1:] + chosen
 

@@ -6,13 +6,14 @@ controller, as a leapp graph in each mode and as a hand-written rclpy node, one 
 The arm of ``rate_arm.py`` runs at 500 Hz against each (``rate_drive.py``, without faults:
 joint states and IMU at 500 Hz, ``cmd_vel`` at 10 Hz): the graph with the rate loop's
 parameters (``rate_arm.loop_parameters``: ``preprocess`` on stamp-matched sets, ``policy`` on
-its 50 Hz timer, ``joint_targets`` played out at 500 Hz; fused, the whole pipeline on each
-set), the reference ``hand_written_rate_node.py`` (a 50 Hz timer on the newest values, a
-500 Hz timer for the targets, the same artifact calls) in a process of its own. Printed per
-graph, p50 and p99 of the intervals between the targets and between the policy results as
-they arrive at the loop (so the loop's own work is in both sides' figures), as ratios to the
-hand-written node's, and how many results were computed from a JointState and an Imu of
-different stamps (``rate_check.py``). Figures depend on the machine and its load.
+its 50 Hz timer, ``joint_targets`` played out at 500 Hz; fused, the whole pipeline on a 50 Hz
+timer taking the newest whole set of one stamp), the reference ``hand_written_rate_node.py``
+(a 50 Hz timer on the newest values, a 500 Hz timer for the targets, the same artifact calls)
+in a process of its own. Printed per graph, p50 and p99 of the intervals between the targets
+and between the policy results as they arrive at the loop (so the loop's own work is in both
+sides' figures), as ratios to the hand-written node's, and how many results were computed from
+a JointState and an Imu of different stamps (``rate_check.py``). Figures depend on the
+machine and its load.
 """
 
 from __future__ import annotations
@@ -53,15 +54,22 @@ def _drive(domain_id: int, namespace: str, folder: Path, schedule: Schedule) -> 
     return record
 
 
-def run_graph(export: Path, deployment: Any, folder: Path, schedule: Schedule) -> Record:
+def run_graph(
+    export: Path,
+    deployment: Any,
+    folder: Path,
+    schedule: Schedule,
+    parameters: dict[str, Any] | None = None,
+) -> Record:
     """The loop through ``schedule`` against the export's graph in ``deployment``, started
-    with the rate loop's parameters (nodes' output in ``folder/nodes.log``)."""
+    with ``parameters`` (default: the rate loop's; the nodes' output in ``folder/nodes.log``)."""
     import yaml
 
     from leapp_ros.testing import GraphOptions, GraphUnderTest
 
     params = folder / "params.yaml"
-    params.write_text(yaml.safe_dump(loop_parameters()), encoding="utf-8")
+    document = loop_parameters() if parameters is None else parameters
+    params.write_text(yaml.safe_dump(document), encoding="utf-8")
     options = GraphOptions(deployment, params_file=params)
     with (
         open(folder / "nodes.log", "w", encoding="utf-8") as log,
@@ -100,18 +108,16 @@ def run_hand_written(export: Path, folder: Path, schedule: Schedule) -> Record:
         lock.close()
 
 
-def _row(name: str, record: Record, reference: Record, *, results: bool = True) -> str:
-    """One graph's line: p50 and p99 of each stream and its ratio to ``reference``'s (results
-    only when ``results``: a fused policy runs at the sensors' rate), and its input sets."""
+def _row(name: str, record: Record, reference: Record) -> str:
+    """One graph's line: p50 and p99 of each stream and its ratio to ``reference``'s, and how
+    many of its results came from inputs of different instants."""
     cells = [f"{name:<13}"]
-    for which in ("targets", "results")[: 2 if results else 1]:
+    for which in ("targets", "results"):
         arrivals = [moment for moment, _ in getattr(record, which)]
         values = periods(arrivals)
         base = periods([m for m, _ in getattr(reference, which)])
         for value, ref in zip(values, base, strict=True):
             cells.append(f"{value * 1e3:7.3f} ms ({value / ref:4.2f}x)")
-    if not results:
-        cells.append(f"{'(every set: 500 Hz)':<41}")
     found = identify(record)
     cells.append(f"{len(found.mixed)} mixed, {len(found.wrong)} wrong of {len(found.sets)}")
     return "  ".join(cells)
@@ -140,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'results p99':<19}  input sets"
     )
     for name, record in records.items():
-        print(_row(name, record, reference, results=name != "fused"))
+        print(_row(name, record, reference))
     return 0
 
 

@@ -9,11 +9,10 @@ stamp (``triggers`` the five sensor ports, ``sync: exact``; the command is a new
 input); ``policy`` runs on its own 50 Hz timer (the spec's ``node_frequency``) on the newest
 observation, and plays ``joint_targets`` out at 500 Hz (``output_rate_hz``), in a straight
 line from the last target to each result over one policy period (``interpolate: linear``: 10
-targets). A fused node runs every node per tick, at one rate: it runs the whole pipeline on
-each stamp-matched set (``firing: inputs``, the same triggers and sync), so its policy runs at
-the sensors' rate and each target is the newest result (one target per period). A fused node
-on a 50 Hz timer would take the newest JointState and Imu apart and mix instants; the rate
-loop bench counts that for a hand-written node of that shape.
+targets). A fused node runs every node per tick, at one rate: its ticks come from a 50 Hz
+timer and take the newest whole set of one stamp (``firing: timer`` with ``sync: exact``).
+The same rule runs in a ``leapp_node`` too: one process per node once more, ``preprocess`` on
+that timer and ``policy`` on each observation.
 
 Every message is recorded both ways and checked after the run (``bench/rate_check.py``): each
 ``action`` is eager PyTorch on the JointState and Imu of one stamp and a command sent around
@@ -27,7 +26,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from rate_arm import export_rate_arm
+from rate_arm import export_rate_arm, loop_parameters
 from rate_check import check_targets, identify
 from rate_drive import FAULTS
 from rate_loop import run_graph
@@ -36,7 +35,7 @@ from leapp_ros.testing import Deployment
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
-STEPS = {Deployment.PROCESSES: 10, Deployment.COMPOSED: 10, Deployment.FUSED: 1}
+STEPS = 10  # targets per policy period: 500 Hz over 50 Hz
 
 
 @pytest.fixture(scope="module")
@@ -44,16 +43,35 @@ def arm_export(tmp_path_factory):
     return export_rate_arm(tmp_path_factory.mktemp("rate_arm"))
 
 
-@pytest.fixture(scope="module", params=list(Deployment), ids=str)
+def sets_on_a_timer() -> dict:
+    """The loop's parameters with the rule the other way round: ``preprocess`` on a 50 Hz
+    timer taking the newest whole set of one stamp (``sync: exact``), ``policy`` on each
+    observation (its targets still over the spec's 50 Hz period)."""
+    document = loop_parameters()
+    document["/rate_arm/preprocess"]["ros__parameters"].update(firing="timer", rate_hz=50.0)
+    document["/rate_arm/policy"]["ros__parameters"]["firing"] = "inputs"
+    return document
+
+
+GRAPHS = [(mode, None) for mode in Deployment] + [(Deployment.PROCESSES, sets_on_a_timer)]
+
+
+@pytest.fixture(
+    scope="module",
+    params=GRAPHS,
+    ids=[f"{mode}{'' if rule is None else '-sets-on-a-timer'}" for mode, rule in GRAPHS],
+)
 def run(request, arm_export, tmp_path_factory):
     """The loop run through the faults once in a deployment: the record and what it proves."""
-    folder = tmp_path_factory.mktemp(f"rate_loop_{request.param}")
-    record = run_graph(arm_export.path, request.param, folder, FAULTS)
+    mode, rule = request.param
+    name = f"{mode}{'' if rule is None else '-sets-on-a-timer'}"
+    folder = tmp_path_factory.mktemp(f"rate_loop_{name}")
+    record = run_graph(arm_export.path, mode, folder, FAULTS, rule and rule())
     found = identify(record)
     targets = [value for _, value in record.targets]
-    checked, problems = check_targets(found.targets, targets, STEPS[request.param])
+    checked, problems = check_targets(found.targets, targets, STEPS)
     print(
-        f"\nrate loop {request.param}: {len(targets)} targets, {checked} checked, "
+        f"\nrate loop {name}: {len(targets)} targets, {checked} checked, "
         f"{len(record.results)} results, {len(found.mixed)} mixed, {len(found.wrong)} wrong, "
         f"lag dropped {record.lag_dropped_s:.3f} s, largest deviation "
         f"{record.largest_deviation:.3f} rad"
