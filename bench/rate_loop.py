@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -82,22 +81,30 @@ def run_graph(
 
 
 def run_hand_written(export: Path, folder: Path, schedule: Schedule) -> Record:
-    """The loop through ``schedule`` against ``hand_written_rate_node.py`` in a process."""
+    """The loop through ``schedule`` against ``hand_written_rate_node.py`` in a process of its
+    own (its output in ``folder/node.log``)."""
     from hand_written_rate_node import READY
 
-    from leapp_ros.run.processes import start_process
     from leapp_ros.testing.probe import claim_domain_id, ros_env
 
     domain_id, lock = claim_domain_id()
     argv = [sys.executable, str(HERE / "hand_written_rate_node.py"), "--namespace", "/hand"]
-    process = start_process([*argv, "--export", str(export)], ros_env(domain_id, os.environ))
+    log_path = folder / "node.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [*argv, "--export", str(export)],
+            env=ros_env(domain_id, os.environ),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
-        text, deadline = b"", time.monotonic() + WAIT_S
-        while READY.encode() not in text:
+        deadline = time.monotonic() + WAIT_S
+        while READY not in log_path.read_text(errors="replace"):
             if process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"hand-written node not ready: {process.stderr.read()[-2000:]}")
-            if select.select([process.stdout], [], [], 1.0)[0]:
-                text += os.read(process.stdout.fileno(), 4096)
+                tail = log_path.read_text(errors="replace")[-2000:]
+                raise SystemExit(f"the hand-written node did not start:\n{tail}")
+            time.sleep(0.1)  # (a process starting: nothing to wait on but its output)
         return _drive(domain_id, "/hand", folder, schedule)
     finally:
         process.send_signal(signal.SIGINT)
@@ -105,6 +112,7 @@ def run_hand_written(export: Path, folder: Path, schedule: Schedule) -> Record:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+            process.wait()
         lock.close()
 
 
