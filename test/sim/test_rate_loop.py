@@ -15,10 +15,10 @@ The same rule runs in a ``leapp_node`` too: one process per node once more, ``pr
 that timer and ``policy`` on each observation.
 
 Every message is recorded both ways and checked after the run (``bench/rate_check.py``): each
-``action`` is eager PyTorch on the JointState and Imu of one stamp and a command sent around
-it (else it is counted mixed, when a JointState and an Imu of different stamps give it, or
-wrong), and each target is the documented interpolation of the eager ``joint_targets`` of
-those inputs.
+``action`` is eager PyTorch on the JointState and Imu of one stamp and a command (the newest
+when it ran: sent before the instant, or after it for a set that waited); else it is counted
+mixed, when a JointState and an Imu of different stamps give it, or wrong. Each target is the
+documented interpolation of the eager ``joint_targets`` of those inputs.
 """
 
 from __future__ import annotations
@@ -80,9 +80,10 @@ def run(request, arm_export, tmp_path_factory):
 
 
 def test_every_target_is_eager_pytorch_and_the_interpolation_of_its_inputs(run):
-    targets = len(run.record.targets)
+    targets, results = len(run.record.targets), len(run.record.results)
     assert run.problems == [], run.problems
-    assert run.checked == targets >= FAULTS.steps // 2, f"{run.checked} of {targets} checked"
+    assert run.checked == targets, f"{run.checked} of {targets} checked"
+    assert targets > results > 0, f"{targets} targets for {results} results: no ramp to check"
 
 
 def test_no_result_is_computed_from_a_joint_state_and_an_imu_of_different_instants(run):
@@ -104,8 +105,8 @@ def test_the_policy_runs_on_fresh_instants_after_every_fault(run):
     for start, end, every in FAULTS.joint_rates:  # (only stamps with both can be found)
         assert any(start <= s < end for s in steps), f"nothing with joint states at 1/{every}"
     last_before_stop = max(i for i, (s, _) in enumerate(record.twists) if s < stop[0])
-    during = {
-        command for stamp, command in sets if stop[0] + 50 <= record.step_of[stamp] < stop[1]
-    }
+    # instants well inside the stop (one late in it may meet the next command, sent before it)
+    inside = range(stop[0] + 50, stop[1] - 50)
+    during = {command for stamp, command in sets if record.step_of[stamp] in inside}
     assert during == {last_before_stop}, "the newest command while cmd_vel was stopped"
     assert any(record.step_of[stamp] >= FAULTS.joint_rates[-1][1] for stamp, _ in sets)
