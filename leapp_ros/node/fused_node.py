@@ -171,7 +171,7 @@ class FusedPipelineNode(PipelineNode):
         self._sets = self._input_sets()
         self._triggers = self._sets.triggers
         self._readers: list[TopicReader] = []
-        sync = stamp_sync(self.firing) if self.firing.mode == "inputs" else None
+        sync = stamp_sync(self.firing)
         partners = self._partner_take(sync)
         for number, stage in enumerate(self._stages):
             rates = self._rates[id(stage)]
@@ -241,25 +241,31 @@ class FusedPipelineNode(PipelineNode):
     def _input_sets(self) -> InputSets:
         """The external inputs of every stage, keyed ``(stage number, input)``: the chosen
         triggers (parameter ``triggers``; by default all of them) form the sets that fire a
-        tick, the others are newest-value inputs (all of them on a timer)."""
+        tick, the others are newest-value inputs (all of them on a timer, unless the
+        triggers are gathered by stamp)."""
         externals = [
             (number, index)
             for number, stage in enumerate(self._stages)
             for index, port in enumerate(stage.plan.inputs)
             if port.kind == "external"
         ]
-        if self.firing.mode != "inputs":
+        timer = self.firing.mode != "inputs"
+        if timer and self.firing.sync == "arrival":
             triggers: frozenset[tuple[int, int]] = frozenset()
         elif self._chosen is None:
             triggers = frozenset(externals)
         else:
             triggers = frozenset(externals[position] for position in self._chosen)
-        newest = {key: (self._stages[key[0]], key[1]) for key in externals if key not in triggers}
-        return InputSets(triggers, newest, self.firing.max_input_age_s)
+        held = {key: (self._stages[key[0]], key[1]) for key in externals}
+        newest = {key: place for key, place in held.items() if key not in triggers}
+        gathered = {key: held[key] for key in triggers} if timer else None
+        return InputSets(triggers, newest, self.firing.max_input_age_s, gathered)
 
     # --- data path ----------------------------------------------------------------------
 
     def _fire_on_inputs(self, now: float) -> None:
+        if self.firing.mode == "timer":
+            return  # a whole set gathered by stamp: the next tick runs on it
         sets = self._sets
         old = sets.old_triggers(now)
         if old:
@@ -277,7 +283,7 @@ class FusedPipelineNode(PipelineNode):
 
     def _on_timer(self) -> None:
         sets = self._sets
-        now = self._timer_guard(sets.stamps[key] for key in sets.newest)
+        now = self._timer_guard(sets.stamps[key] for key in sets.checked)
         if now is None:
             return
         unusable = sets.unusable(now)

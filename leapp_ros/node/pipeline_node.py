@@ -41,12 +41,7 @@ from rclpy.qos_overriding_options import QoSOverridingOptions
 from leapp.errors import LeappError
 from leapp.spec import Spec
 from leapp_ros.messages.packed_inputs import PackedInput
-from leapp_ros.messages.topic_io import (
-    TopicReader,
-    nonfinite,
-    now_stamp,
-    topic_readers,
-)
+from leapp_ros.messages.topic_io import TopicReader, nonfinite, now_stamp, topic_readers
 from leapp_ros.node.cpu_placement import CpuPlacement
 from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
@@ -301,6 +296,8 @@ class PipelineNode(ManagedNode):
     def _fire_on_inputs(self, now: float) -> None:
         """Run on the set that formed at ``now``, unless a trigger of it or a newest-value
         input is too old, or a newest-value input never came (counted ``stale``)."""
+        if self.firing.mode == "timer":
+            return  # a whole set gathered by stamp: the next tick runs on it
         sets = self._sets
         old = sets.old_triggers(now)
         if old:
@@ -317,7 +314,7 @@ class PipelineNode(ManagedNode):
 
     def _on_timer(self) -> None:
         sets = self._sets
-        now = self._timer_guard(sets.stamps[key] for key in sets.newest)
+        now = self._timer_guard(sets.stamps[key] for key in sets.checked)
         if now is None:
             return
         unusable = sets.unusable(now)

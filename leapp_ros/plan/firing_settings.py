@@ -123,10 +123,12 @@ def firing_rule(
     owner = owner or f"node {plan.name!r}"
     ports = [(plan.name, port) for port in plan.inputs] if ports is None else ports
     chosen = trigger_ports(owner, settings.get("triggers"), ports)
-    if chosen is not None and mode != "inputs":
+    sync = settings.get("sync", "arrival")
+    if chosen is not None and mode != "inputs" and sync == "arrival":
         raise StartupError(
             f"{owner}: parameter triggers chooses the inputs that fire the node, but it runs "
-            "on a timer (firing: timer), on the latest value of every input; unset one of them"
+            "on a timer (firing: timer), on the latest value of every input; unset one of "
+            "them, or gather them by stamp (sync: exact), each tick taking the newest set"
         )
     triggers = None if chosen is None else tuple(sorted({ports[i][1].port for i in chosen}))
     rate = settings["rate_hz"] or plan.firing.rate_hz
@@ -143,15 +145,9 @@ def firing_rule(
             "or export with graph_configs frequency"
         )
     age = settings["max_input_age"] or None
-    sync = settings.get("sync", "arrival")
     if sync not in SYNC_MODES:
         raise StartupError(
             f"node {plan.name!r}: parameter sync must be one of {list(SYNC_MODES)}, got {sync!r}"
-        )
-    if sync != "arrival" and mode != "inputs":
-        raise StartupError(
-            f"node {plan.name!r}: sync {sync!r} gathers the inputs that fire the node, but it "
-            "runs on a timer; use firing: inputs, or sync: arrival"
         )
     slop = settings.get("sync_slop_ms", 0.0) / 1000.0
     return replace(

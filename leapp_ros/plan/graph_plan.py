@@ -158,12 +158,13 @@ class Firing:
     triggers: tuple[str, ...] | None = None  # the inputs that fire the node (None: all)
 
     def describe(self) -> str:
-        """The rule in words: ``timer at 50 Hz``, ``inputs (triggers: state)``."""
+        """The rule in words: ``timer at 50 Hz``, ``inputs (triggers: state)``,
+        ``timer at 50 Hz (triggers: joint_pos, gyro), sync exact``."""
+        text = "inputs"
         if self.mode == "timer":
             rate = self.rate_hz
             shown = "?" if rate is None else (f"{rate:g}" if rate % 1 else f"{int(rate)}")
-            return f"timer at {shown} Hz"
-        text = "inputs"
+            text = f"timer at {shown} Hz"
         if self.triggers is not None:
             text += f" (triggers: {', '.join(self.triggers)})"
         if self.sync != "arrival":
@@ -184,9 +185,10 @@ class NodePlan:
         return next(i for i in self.inputs if i.port == port)
 
     def triggering(self) -> frozenset[int]:
-        """The positions of the inputs that fire the node under its firing rule (none on a
-        timer); the other inputs fed over a topic are newest-value inputs."""
-        if self.firing.mode != "inputs":
+        """The positions of the inputs that fire the node under its firing rule (on a timer:
+        those gathered by stamp, none by arrival); the other inputs fed over a topic are
+        newest-value inputs."""
+        if self.firing.mode != "inputs" and self.firing.sync == "arrival":
             return frozenset()
         chosen = self.firing.triggers
         return frozenset(

@@ -22,11 +22,12 @@ The parameters of a pipeline node (all read once at startup):
     (``pipeline.configs.node_frequency``), else ``inputs``. A node without triggering inputs
     runs on the timer when a rate is known.
 ``triggers`` (string array)
-    The inputs whose messages fire the node (``firing: inputs``), by port name (``state``, or
-    ``<node>/state``); unset (default): every external and data-flow input. Every other
-    external and data-flow input is a *newest-value* input: a run uses its latest message;
-    one that has not arrived yet, or (with ``max_input_age``) arrived too long ago, skips the
-    run, counted as ``stale``. Feedback and state inputs never trigger.
+    The inputs whose messages fire the node (``firing: inputs``; on a timer with ``sync:
+    exact | approximate``, those gathered by stamp, each tick taking the newest whole set), by
+    port name (``state``, or ``<node>/state``); unset (default): every external and data-flow
+    input. Every other external and data-flow input is a *newest-value* input: a run uses its
+    latest message; one that has not arrived yet, or (with ``max_input_age``) arrived too long
+    ago, skips the run, counted as ``stale``. Feedback and state inputs never trigger.
 ``rate_hz`` (number)
     Timer rate; 0 means the spec's: the node's ``pipeline.configs.node_frequency`` entry,
     else ``pipeline.configs.frequency``.
