@@ -14,11 +14,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from support.doc_pages import ROOT, SNIPPETS
 from support.params_check import check_params_file
+from support.rates import export_chain
 from support.ros import export_example
+from support.sighted import export_sighted_policy, write_sighted_model
 
-from leapp import LeappError
+import leapp
+from leapp import LeappError, TemporalAxis, TensorSemantics, annotate
 from leapp_ros.testing import reserve_domain_id, ros_env
 
 FOLDER = ROOT / SNIPPETS
@@ -39,6 +43,36 @@ def robot_export(tmp_path_factory):
     """examples/robot_policy.py exported: the export the pages' parameters files are for."""
     save = tmp_path_factory.mktemp("robot")
     return export_example(save, "robot_policy", lambda m: m.example_inputs(), no_grad=True).path
+
+
+@pytest.fixture(scope="module")
+def chunk_export(tmp_path_factory):
+    """/robot_policy/policy with an action chunk ``chunk`` (20 rows 20 ms apart, 2 joints)."""
+    leapp.start("robot_policy", save_path=tmp_path_factory.mktemp("chunk"))
+    obs = annotate.input_tensors("policy", {"obs": torch.zeros(3)})
+    chunk = (obs[:2] * torch.ones(20, 1)).tanh()
+    names = [TemporalAxis(20), ["hip", "knee"]]
+    annotate.output_tensors(
+        "policy",
+        [TensorSemantics(name="chunk", ref=chunk, kind="target/joint/position_chunk",
+                         element_names=names)],
+        export_with="jit",
+    )  # fmt: skip
+    leapp.stop()
+    return leapp.compile_graph().path.parent
+
+
+@pytest.fixture(scope="module")
+def rover_export(tmp_path_factory):
+    """examples/perception/rover_policy.py exported with freshly initialised weights."""
+    from perception import rover_policy
+
+    folder = tmp_path_factory.mktemp("rover")
+    torch.manual_seed(0)
+    weights = {"encoder": rover_policy.Encoder().state_dict(),
+               "policy": rover_policy.Policy().state_dict()}  # fmt: skip
+    torch.save(weights, folder / "rover.pt")
+    return rover_policy.export(folder / "rover.pt", folder / "exports")
 
 
 @pytest.mark.parametrize("name", snippet_files())
@@ -62,7 +96,7 @@ def test_every_snippet_file_runs(name, seed, tmp_path):
 
 
 def test_robot_order_yaml_sends_the_targets_in_the_controllers_order(robot_export):
-    plan = check_params_file(FOLDER / "robot_order.yaml", robot_export)
+    plan = check_params_file(FOLDER / "robot_order.yaml", robot_export).plan
     binding = plan.node("policy").output("joint_targets").binding
     assert binding.order == ("hip_l", "hip_r", "knee_l", "knee_r", "ankle_l", "ankle_r"), binding
 
@@ -103,7 +137,60 @@ def test_sim_map_yaml_loads_and_names_what_the_quadruped_has():
         assert mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, joint) >= 0, joint
 
 
+def test_node_rates_yaml_runs_the_policy_and_the_output_node_on_timers(tmp_path):
+    export = export_chain(tmp_path, name="robot").parent
+    plan = check_params_file(FOLDER / "node_rates.yaml", export).plan
+    rules = {node.name: (node.firing.mode, node.firing.rate_hz) for node in plan.nodes}
+    assert rules == {
+        "encoder": ("inputs", 10.0),  # every frame (the spec's frequency: 10)
+        "policy": ("timer", 50.0),
+        "post": ("timer", 500.0),
+    }
+
+
+def test_action_chunk_yaml_plays_the_chunks_rows_at_500_hz(chunk_export):
+    (rate,) = check_params_file(FOLDER / "action_chunk.yaml", chunk_export).rates["policy"]
+    assert (rate.port, rate.rate_hz, rate.interpolate) == ("chunk", 500, "linear"), rate
+    assert rate.chunk, rate
+    assert rate.steps == 10  # 500 Hz x 20 ms: ten targets from one row to the next
+
+
+def test_target_rate_yaml_ramps_the_targets_at_500_hz(robot_export):
+    checked = check_params_file(FOLDER / "target_rate.yaml", robot_export)
+    node = checked.plan.node("policy")
+    assert (node.firing.mode, node.firing.rate_hz) == ("inputs", 50.0), node.firing
+    (rate,) = checked.rates["policy"]
+    assert (rate.port, rate.rate_hz, rate.interpolate) == ("joint_targets", 500, "linear")
+    assert rate.steps == 10  # 500 Hz over a 50 Hz period: ten targets per result
+
+
+def test_rover_watchdog_yaml_passes_both_rover_nodes_parameter_checks(rover_export):
+    plan = check_params_file(FOLDER / "rover_watchdog.yaml", rover_export).plan
+    assert {node.name for node in plan.nodes} == {"encoder", "policy"}
+
+
+def test_sim_sensors_yaml_fits_a_robot_that_sees_and_its_graph(tmp_path):
+    pytest.importorskip("mujoco", reason="the map check needs MuJoCo: 'leapp_ros[sim]'")
+    from leapp_ros.run.processes import load_plan
+    from leapp_ros.sim.mujoco_robot import SimulatedRobot
+    from leapp_ros.sim.sim_map import load_map
+
+    loaded = load_map(FOLDER / "sim_sensors.yaml")
+    plan = load_plan(export_sighted_policy(tmp_path))
+    robot = SimulatedRobot(write_sighted_model(tmp_path), loaded, plan)  # checks every name
+    assert robot.model.camera("belly").id >= 0 and robot.model.camera("overhead").id >= 0
+
+
 def test_the_snippet_folder_holds_only_files_these_tests_check():
-    checked = {"robot_order.yaml", "robot_safety.yaml", "sim_map.yaml"}
+    checked = {
+        "action_chunk.yaml",
+        "node_rates.yaml",
+        "robot_order.yaml",
+        "robot_safety.yaml",
+        "rover_watchdog.yaml",
+        "sim_map.yaml",
+        "sim_sensors.yaml",
+        "target_rate.yaml",
+    }
     for path in Path(FOLDER).iterdir():
         assert path.suffix == ".py" or path.name in checked, f"{path}: no test checks it"

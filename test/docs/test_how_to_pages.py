@@ -40,6 +40,11 @@ EXPECTED = {
         "verify passed",
     ],
     "docs/how-to/multi-host.md": ["Publisher count: 1\nSubscription count: 1"],
+    "docs/how-to/perception.md": [
+        "obstacle y +0.30 m: ",
+        "largest command difference, graph - leapp.Pipeline: 0 (tolerance",
+        "sim passed",
+    ],
     "docs/how-to/safe-operation.md": ["unconfigured [1]", "Transitioning successful"],
 }
 """Each page this module runs, and what its steps' output must show."""

@@ -19,6 +19,7 @@ RUN_PAGES = {
     "docs/how-to/generated-packages.md": "test/docs/test_how_to_pages.py",
     "docs/how-to/multi-host.md": "test/docs/test_how_to_pages.py",
     "docs/how-to/nvidia-exports.md": "test/docs/test_how_to_pages.py",
+    "docs/how-to/perception.md": "test/docs/test_how_to_pages.py",
     "docs/how-to/safe-operation.md": "test/docs/test_how_to_pages.py",
 }
 """Page (relative to the repository's root) -> the test module that runs its steps."""

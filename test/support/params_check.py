@@ -2,12 +2,16 @@
 starting them: every section names a node of the export (``/<namespace>/<node>``, or ``/**``),
 every parameter is one a pipeline node declares (a misspelt key fails, as
 ``refuse_unknown_parameters`` makes the node fail), the values pass the nodes' own checks
-(``declare_parameters``, ``declare_port_overrides``, ``declare_output_limits``: a limit of the
-wrong length fails), every ``ports.<port>`` names a port of its node, and the plan
-(``make_plan`` with the file's port overrides) is what comes back."""
+(``declare_parameters``, ``declare_output_limits``, ``declare_output_rates`` and
+``output_rates``, ``declare_port_overrides``: a limit of the wrong length fails), every
+``ports.<port>`` of a node's section names a port of its node and every one of ``/**`` a port
+of some node (it reaches the nodes that have it), and the plan (``make_plan`` with the file's
+port overrides, ``file_firing`` with its firing rules) and the outputs each node plays out at
+a rate of their own are what comes back."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -15,8 +19,15 @@ from typing import Any
 import yaml
 
 from leapp import spec as spec_module
+from leapp_ros.plan.firing_settings import file_firing
 from leapp_ros.plan.graph_plan import PipelinePlan
 from leapp_ros.plan.limits import declare_output_limits
+from leapp_ros.plan.output_rates import (
+    OutputRate,
+    consumed_outputs,
+    declare_output_rates,
+    output_rates,
+)
 from leapp_ros.plan.pipeline import make_plan
 from leapp_ros.plan.settings import (
     declare_parameters,
@@ -25,7 +36,7 @@ from leapp_ros.plan.settings import (
     refuse_unknown_parameters,
 )
 
-__all__ = ["check_params_file"]
+__all__ = ["CheckedParams", "check_params_file"]
 
 
 class _Logger:
@@ -67,8 +78,20 @@ def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def check_params_file(path: Path, export: Path) -> PipelinePlan:
-    """Check ``path`` against the export folder ``export`` (see the module docs); the plan."""
+@dataclass(frozen=True)
+class CheckedParams:
+    """What a parameters file gives the nodes of an export."""
+
+    plan: PipelinePlan  # with the file's port overrides and firing rules
+    rates: dict[str, tuple[OutputRate, ...]]  # the outputs each node plays out at a rate
+
+
+def _ports(model: Any) -> set[str]:
+    return {port.name for port in (*model.inputs, *model.outputs)}
+
+
+def check_params_file(path: Path, export: Path) -> CheckedParams:
+    """Check ``path`` against the export folder ``export`` (see the module docs)."""
     document = yaml.safe_load(path.read_text(encoding="utf-8"))
     spec = spec_module.load(export)
     models = {model.name: model for model in spec.models}
@@ -80,14 +103,30 @@ def check_params_file(path: Path, export: Path) -> PipelinePlan:
             f"{path}: section {key!r} names no node of {namespace} ({sorted(models)})"
         )
         assert set(section) == {"ros__parameters"}, f"{path}: {key}: {sorted(section)}"
+    everywhere = _flatten((document.get("/**") or {}).get("ros__parameters", {}))
+    every_port = set().union(*map(_ports, models.values()))
+    for key in everywhere:
+        port = key.split(".")[1] if key.startswith("ports.") else None
+        assert port is None or port in every_port, (
+            f"{path}: section '/**': parameter {key} names no port of any node of "
+            f"{namespace} ({sorted(every_port)})"
+        )
+    plan = file_firing(make_plan(spec, ports=port_overrides(document, list(models))), document)
+    rates = {}
     for name, model in models.items():
-        given: dict[str, Any] = {}
-        for key in ("/**", f"{namespace}/{name}"):
-            given.update(_flatten((document.get(key) or {}).get("ros__parameters", {})))
+        # a "/**" port parameter reaches the nodes that have the port (the others warn)
+        given = {k: v for k, v in everywhere.items()
+                 if not k.startswith("ports.") or k.split(".")[1] in _ports(model)}  # fmt: skip
+        own = (document.get(f"{namespace}/{name}") or {}).get("ros__parameters", {})
+        given.update(_flatten(own))
         where = f"{path}: node {namespace}/{name}"
         node = _StartingNode(given, where)
         declare_parameters(node)
-        declare_output_limits(node, model)  # before the overrides, as the node does
+        declare_output_limits(node, model)  # in the order the node declares them
+        played = declare_output_rates(node, model)
         declare_port_overrides(node, model)
         refuse_unknown_parameters(node, where)
-    return make_plan(spec, ports=port_overrides(document, list(models)))
+        node_plan = plan.node(name)
+        consumed = consumed_outputs(plan, name)
+        rates[name] = output_rates(played, node_plan, node_plan.firing, consumed, where)
+    return CheckedParams(plan=plan, rates=rates)

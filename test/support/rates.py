@@ -71,9 +71,9 @@ def eager_chain(frame: torch.Tensor) -> dict[str, torch.Tensor]:
         return {"encoder/feature": feature, "policy/action": action, "post/command": _post(action)}
 
 
-def export_chain(save_path: Path) -> Path:
-    """The chain exported to ``save_path``; the spec's path."""
-    leapp.start("chain", save_path=save_path)
+def export_chain(save_path: Path, name: str = "chain") -> Path:
+    """The chain exported to ``save_path`` as the pipeline ``name``; the spec's path."""
+    leapp.start(name, save_path=save_path)
     eager_chain(torch.randn(4))
     leapp.stop()
     configs = leapp.GraphConfigs(frequency=10, node_frequency={"policy": POLICY_HZ})

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+import yaml
 
 from leapp_ros.messages.robot_codecs import message_class
 from leapp_ros.plan.bindings import IMAGE, JOINT_STATE, ODOMETRY
@@ -40,6 +42,7 @@ from leapp_ros.testing import GraphUnderTest
 __all__ = ["HOLDS", "TIMEOUT_S", "TOLERANCE", "Fault", "RoverLoop", "params_document"]
 
 TOLERANCE = 1e-5
+WATCHDOG_FILE = Path(__file__).resolve().parents[2] / "docs" / "snippets" / "rover_watchdog.yaml"
 TIMEOUT_S = 0.3  # input_timeout_ms / 1000
 TICK_S = 0.1  # the control period (sim_map.yaml: decimation 10 of 10 ms)
 HOLDS = 3  # holds a fault lasts for
@@ -48,17 +51,19 @@ FAULT_TICKS = 100  # the most ticks a fault waits for its holds
 
 
 def params_document() -> dict[str, Any]:
-    """The nodes' parameters: a watchdog, ``rate_hz`` of one control tick, and the hold as
-    the targets' safe action."""
-    return {
-        "/**": {
-            "ros__parameters": {
-                "input_timeout_ms": TIMEOUT_S * 1000,
-                "rate_hz": 1 / TICK_S,
-                "ports": {"targets": {"safe_action": "hold"}},
-            }
-        }
-    }
+    """The nodes' parameters, the file the perception page shows
+    (``docs/snippets/rover_watchdog.yaml``): a watchdog of :data:`TIMEOUT_S`, ``rate_hz`` of
+    one control tick, and the hold as the targets' safe action."""
+    document = yaml.safe_load(WATCHDOG_FILE.read_text(encoding="utf-8"))
+    given = document["/**"]["ros__parameters"]
+    expected = (TIMEOUT_S * 1000, 1 / TICK_S, "hold")
+    written = (
+        given["input_timeout_ms"],
+        given["rate_hz"],
+        given["ports"]["targets"]["safe_action"],
+    )
+    assert written == expected, f"{WATCHDOG_FILE}: {written}, the loop expects {expected}"
+    return document
 
 
 @dataclass
