@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from support.doc_pages import ROOT, SNIPPETS
 from support.params_check import check_params_file
 from support.rates import export_chain
@@ -181,8 +182,16 @@ def test_sim_sensors_yaml_fits_a_robot_that_sees_and_its_graph(tmp_path):
     assert robot.model.camera("belly").id >= 0 and robot.model.camera("overhead").id >= 0
 
 
+def test_rate_loop_yaml_is_what_the_rate_loop_runs_with():
+    from rate_arm import loop_parameters  # bench/: the loop test/sim/test_rate_loop.py runs
+
+    shown = yaml.safe_load((FOLDER / "rate_loop.yaml").read_text(encoding="utf-8"))
+    assert shown == loop_parameters()
+
+
 def test_the_snippet_folder_holds_only_files_these_tests_check():
     checked = {
+        "rate_loop.yaml",
         "action_chunk.yaml",
         "node_rates.yaml",
         "robot_order.yaml",

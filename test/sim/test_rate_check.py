@@ -5,12 +5,9 @@ reported; the right ones pass. The firing page shows the parameters the loop run
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
-import yaml
-from rate_arm import Plant, Reading, eager, loop_parameters, write_model
+from rate_arm import Plant, Reading, eager, write_model
 from rate_check import check_targets, identify
 from rate_drive import Record, command_at
 
@@ -60,10 +57,3 @@ def test_targets_off_the_interpolation_are_reported(record):
     late = held + ramp[:4] + [ramp[5]] + ramp[5:]  # one step skipped
     checked, problems = check_targets([first, second], late, STEPS)
     assert checked == len(held) + 4 and "target 17" in problems[0]
-
-
-def test_the_firing_page_shows_the_parameters_the_rate_loop_runs_with():
-    page = (Path(__file__).parents[2] / "docs" / "explanation" / "firing.md").read_text()
-    section = page.split("## A 50 Hz policy in front of a 500 Hz controller", 1)[1]
-    shown = section.split("```yaml\n", 1)[1].split("```", 1)[0]
-    assert yaml.safe_load(shown) == loop_parameters()
