@@ -88,6 +88,7 @@ class NodeData:
     last_violation: dict[str, Any] | None = None  # the last out-of-domain value, as recorded
     # per input topic: its reader and the messages taken from it (``received`` by topic)
     topic_received: list[tuple[TopicReader, list[int]]] = field(default_factory=list)
+    measured: list[tuple[TopicReader, list[int]]] = field(default_factory=list)  # of ramps
 
     @classmethod
     def load(
@@ -146,6 +147,17 @@ class NodeData:
     def received_on(self) -> dict[str, int]:
         """The messages taken from each input topic (full name), as ``received`` counts them."""
         return {reader.resolved: cell[0] for reader, cell in self.topic_received}
+
+    def measured_cell(self, reader: TopicReader) -> list[int]:
+        """The count of messages a ramp's measured input (``reader``) took: its newest
+        message is all it needs, so it is reported apart (:meth:`measured_on`)."""
+        cell = [0]
+        self.measured.append((reader, cell))
+        return cell
+
+    def measured_on(self) -> dict[str, int]:
+        """The messages taken from each measured input topic of a ramp (full name)."""
+        return {reader.resolved: cell[0] for reader, cell in self.measured}
 
     def _received_cell(self, reader: TopicReader) -> list[int]:
         """The count of ``reader``'s topic (one per topic, also when the middleware and the

@@ -252,7 +252,8 @@ class FusedPipelineNode(PipelineNode):
             for entry in (*stage.publish_now, *stage.publish_later)
         )
         self._output_publishers = [p for stage in self._stages for p in stage.publishers]
-        subscribe_measured(self, self.plan_of_pipeline, self._stages)
+        for stage, topic, matched in subscribe_measured(self, self.plan_of_pipeline, self._stages):
+            stage.input_counts.append((topic, matched))
         self._create_status_and_timers()
 
     # --- data path ----------------------------------------------------------------------

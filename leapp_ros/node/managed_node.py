@@ -223,6 +223,8 @@ class ManagedNode(CommandSafety, LifecycleNode):
         record = status_record(data, publishers, inputs, state, operation, cpu)
         record["blending"] = {} if data.guard is None else data.guard.blending()
         record["last_out_of_domain"] = data.last_violation
+        if data.measured:
+            record["measured_on"] = data.measured_on()
         return record
 
     def _health_records(self) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ import numpy as np
 
 from leapp_ros.messages.topic_io import TopicReader
 from leapp_ros.node.domain_guard import element_names
+from leapp_ros.node.match_count import MatchCount
 from leapp_ros.plan.pipeline import InputPlan, NodePlan, PipelinePlan
 from leapp_ros.plan.settings import StartupError, qos_profile
 
@@ -68,9 +69,12 @@ def _order(
     return np.arange(width)
 
 
-def subscribe_measured(node: Any, plan: PipelinePlan, paths: Sequence[Any]) -> list[Any]:
+def subscribe_measured(
+    node: Any, plan: PipelinePlan, paths: Sequence[Any]
+) -> list[tuple[Any, str, MatchCount]]:
     """Subscribe ``node`` (rclpy) to the measured input of every ramp of ``paths`` (data paths
-    of ``plan``'s nodes) that names one; the subscriptions.
+    of ``plan``'s nodes) that names one: per subscription, its data path, topic (full name)
+    and publishers matched (for the status record's ``publishers``).
 
     Raises:
         StartupError: ``blend_from`` names no usable input (the message says which).
@@ -96,8 +100,12 @@ def subscribe_measured(node: Any, plan: PipelinePlan, paths: Sequence[Any]) -> l
             )
             reader = TopicReader(owner.inputs, [index])
             cell: list[Any] = [None]
+            taken = data.measured_cell(reader)
 
-            def take(message: Any, reader: TopicReader = reader, cell: list = cell) -> None:
+            def take(
+                message: Any, reader: TopicReader = reader, cell: list = cell, taken=taken
+            ) -> None:
+                taken[0] += 1
                 try:
                     value = np.asarray(reader.read(message)[0], dtype=np.float64)
                 except Exception:  # a malformed message: the ramp starts from the one before
@@ -110,9 +118,14 @@ def subscribe_measured(node: Any, plan: PipelinePlan, paths: Sequence[Any]) -> l
                 return None if value is None else value.reshape(-1)[order]
 
             port.ramp.measured = newest
-            subscriptions.append(
-                node.create_subscription(
-                    reader.message_class, entry.topic, take, qos_profile(entry.qos)
-                )
+            matched = MatchCount()
+            subscription = node.create_subscription(
+                reader.message_class,
+                entry.topic,
+                take,
+                qos_profile(entry.qos),
+                event_callbacks=matched.subscription_callbacks(),
             )
+            reader.resolved = subscription.topic_name
+            subscriptions.append((data, subscription.topic_name, matched))
     return subscriptions

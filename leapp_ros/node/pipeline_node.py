@@ -252,7 +252,8 @@ class PipelineNode(ManagedNode):
                 publish(index, value, now_stamp(clock, self._raw))
 
             self._data.players = TargetPlayers(self, self._data, self._rates, target, self._warn)
-        subscribe_measured(self, self._pipeline_plan, [self._data])
+        for _, topic, matched in subscribe_measured(self, self._pipeline_plan, [self._data]):
+            self._input_counts.append((topic, matched))  # (status: publishers matched)
         self._create_status_and_timers()
 
     def _create_status_and_timers(self) -> None:
