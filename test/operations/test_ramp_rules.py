@@ -75,14 +75,14 @@ def test_a_blend_with_nothing_to_start_from_is_skipped_and_said():
 
 
 def test_limits_apply_on_top_of_the_blend():
-    guard = ramped(np.zeros(3), max_step=0.05, max=0.15)
+    guard = ramped(np.zeros(3), max_step=0.05, max=0.12)
     guard.apply([np.zeros(3, dtype=np.float32)], counters())  # published: 0
     guard.begin_blends()
     data = counters()
     outs = [guard.apply([np.full(3, 1.0, dtype=np.float32)], data)[0] for _ in range(5)]
-    # blended 0.2, 0.4, ...; then at most 0.05 from the last published, then at most 0.15
-    np.testing.assert_allclose([o[0] for o in outs], [0.05, 0.1, 0.15, 0.15, 0.15], atol=1e-6)
-    assert data.step_limited == 5 and data.clamped == 2
+    # blended 0.2, 0.4, ...; then at most 0.05 from the last published, then at most 0.12
+    np.testing.assert_allclose([o[0] for o in outs], [0.05, 0.1, 0.12, 0.12, 0.12], atol=1e-6)
+    assert data.step_limited == 5 and data.clamped == 3
 
 
 def test_a_played_port_is_blended_per_result_then_interpolated_and_limited_per_target():
