@@ -49,10 +49,12 @@ SPIKE = 12.5  # rad/s on the elbow
 SAFE = [0.2, -0.4, 0.3]
 TOLERANCE = 1e-5
 WAIT_S = 20.0  # a generous bound on any one event
+WATCHDOG_MS = 1000.0  # long: no test pauses this long between ticks
+PLAYED_HZ = 200.0  # 4 targets per 50 Hz result
 ORDERS = (("elbow", "wrist", "shoulder", "finger"), ("shoulder", "finger", "elbow", "wrist"))
 
 
-def params(path, action: str):
+def params(path, action: str, **extra):
     document = {
         "/**": {
             "ros__parameters": {
@@ -72,6 +74,12 @@ def params(path, action: str):
             }
         }
     }
+    parameters = document["/**"]["ros__parameters"]
+    for key, value in extra.items():
+        if key in ("output_rate_hz", "interpolate"):
+            parameters["ports"]["joint_targets"][key] = value
+        else:
+            parameters[key] = value
     path.write_text(yaml.safe_dump(document), encoding="utf-8")
     return path
 
@@ -86,8 +94,8 @@ def deployment(request):
     return request.param
 
 
-def start(arm, deployment, tmp_path_factory, action):
-    path = params(tmp_path_factory.mktemp("params") / f"{action}.yaml", action)
+def start(arm, deployment, tmp_path_factory, action, **extra):
+    path = params(tmp_path_factory.mktemp("params") / f"{action}.yaml", action, **extra)
     return GraphUnderTest(arm.path, GraphOptions(deployment, params_file=path))
 
 
@@ -103,11 +111,24 @@ def drop_graph(arm, deployment, tmp_path_factory):
         yield Rig(graph, arm.policy)
 
 
+@pytest.fixture(scope="module")
+def watchdog_graph(arm, deployment, tmp_path_factory):
+    with start(arm, deployment, tmp_path_factory, "drop", input_timeout_ms=WATCHDOG_MS) as graph:
+        yield Rig(graph, arm.policy)
+
+
+@pytest.fixture(scope="module")
+def played_graph(arm, deployment, tmp_path_factory):
+    extra = {"output_rate_hz": PLAYED_HZ, "interpolate": "linear"}
+    with start(arm, deployment, tmp_path_factory, "drop", **extra) as graph:
+        yield Rig(graph, arm.policy, played=True)
+
+
 class Rig:
     """The arm's sensor messages sent through ``graph`` one tick at a time (the joints held at
     :data:`FAR`, velocities and IMU random), the commands and diagnostics that come back."""
 
-    def __init__(self, graph: GraphUnderTest, policy):
+    def __init__(self, graph: GraphUnderTest, policy, *, played: bool = False):
         from diagnostic_msgs.msg import DiagnosticArray
         from lifecycle_msgs.srv import ChangeState
         from std_srvs.srv import SetBool
@@ -132,7 +153,10 @@ class Rig:
         )
         self.rng = np.random.default_rng(5)
         self.ticks = 0
-        self.step()  # the measured position (always FAR) reaches the ramps
+        if played:  # (its targets: the test's business)
+            self.send(self.reading())
+        else:
+            self.step()  # the measured position (always FAR) reaches the ramps
 
         def measured():
             return any(sum(r.get("measured_on", {}).values()) for r in graph.status().values())
@@ -340,3 +364,51 @@ def test_a_velocity_spike_drops_exactly_its_set(drop_graph, deployment):
         "a WARN naming joint_vel[elbow] = 12.5",
     )
     assert diagnostic.name.endswith("/preprocess")
+
+
+def test_a_watchdog_recovery_ramps_in_from_the_measured_position(watchdog_graph, deployment):
+    rig = watchdog_graph
+    rig.settle()
+    before = len(rig.inbox)
+    rig.wait_safe(before)  # no tick for input_timeout_ms: the watchdog's safe action
+    largest = ramp_in(rig, lambda: None)  # the next tick resumes commands, blended in
+    print(f"\n[{deployment}] ramp-in after a watchdog recovery: largest step {largest:.4f} rad")
+
+
+def test_a_played_port_interpolates_between_blended_results(played_graph, deployment):
+    """Each result is blended (the formula above), the player then moves to it in 4 targets
+    in a straight line from the target published before: every target lies between the
+    previous result and the new one, the last of each period on the new one."""
+    from std_srvs.srv import SetBool
+
+    rig = played_graph
+
+    def reaches(value):
+        def found():
+            for position in range(len(rig.inbox) - 1, -1, -1):
+                if np.allclose(rig.inbox[position].data, value, rtol=0, atol=TOLERANCE):
+                    return position + 1
+            return None
+
+        return found
+
+    assert rig.call(rig.enable, SetBool.Request(data=False)).success
+    rig.wait_safe(len(rig.inbox) - 1)
+    rig.send(rig.reading())
+    rig.graph.wait_received()
+    assert rig.call(rig.enable, SetBool.Request(data=True)).success
+    previous, largest = np.asarray(SAFE), 0.0
+    for k in range(1, COMMANDS + 2):
+        before = len(rig.inbox)
+        eager = rig.send(rig.reading())
+        result = FAR + min(k / COMMANDS, 1.0) * (eager - FAR)
+        end = rig.graph.probe.spin_until(reaches(result), WAIT_S, f"blended result {k}")
+        targets = rig.messages_since(before)[: end - before]
+        low, high = np.minimum(previous, result), np.maximum(previous, result)
+        for target in targets:
+            assert np.all(target >= low - TOLERANCE) and np.all(target <= high + TOLERANCE)
+        steps = np.abs(np.diff(np.vstack([previous, *targets]), axis=0))
+        largest = max(largest, float(steps.max()))
+        assert steps.max() <= np.max(np.abs(result - previous)) / 4 + TOLERANCE
+        previous = result
+    print(f"\n[{deployment}] played ramp-in: largest step between targets {largest:.4f} rad")
