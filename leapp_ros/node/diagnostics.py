@@ -142,7 +142,7 @@ def _level(record: Mapping[str, Any], delta: Mapping[str, int]) -> tuple[bytes, 
         warnings.append(f"{delta['out_of_domain']} out of domain (last: {_violation(record)})")
     if record.get("estop"):
         warnings.insert(0, "e-stop engaged: safe action")
-    elif record.get("safe_action"):
+    elif record.get("safe_action") and not record.get("latched"):
         warnings.insert(0, "no input set within input_timeout_ms: safe action")
     if not record.get("expected_active", True) and lifecycle != "active":
         warnings.insert(0, f"{lifecycle}: waiting for ros2 lifecycle to activate it")

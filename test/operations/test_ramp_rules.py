@@ -170,3 +170,21 @@ def test_activate_releases_a_latch():
     gate.deactivate()
     gate.activate(1.0)
     assert not gate.latched and gate.commanding
+
+
+def test_an_output_guarded_by_drop_or_safe_is_checked_raw_not_clamped():
+    guard = OutputGuard.of("p", [port()], {"targets": limits(max=1.0, on_out_of_domain="safe")})
+    guard.name_elements({"targets": ("hip", "knee", "ankle")})
+    raw = np.array([0.5, 1.5, 0.0], dtype=np.float32)
+    found = guard.out_of_domain([raw])
+    assert (found.port, found.element, found.value, found.action) == (
+        "targets",
+        "knee",
+        1.5,
+        "safe",
+    )
+    assert found.describe() == "output targets[knee] = 1.5 above max 1"
+    (out,) = guard.apply([np.array([0.5, 0.9, 0.0], dtype=np.float32)], counters())
+    np.testing.assert_array_equal(out, np.float32([0.5, 0.9, 0.0]))
+    clamping = OutputGuard.of("p", [port()], {"targets": limits(max=1.0)})
+    assert clamping.out_of_domain([raw]) is None  # clamp (default): clamped instead
