@@ -44,20 +44,24 @@ class CommandSafety:
     latch_cause: str | None = None  # what latched the safe action (a violation, described)
 
     def _create_guard_topic(self) -> None:
-        """``_leapp/guard``: where a ``safe`` guard's trip goes to every node of the graph."""
+        """``_leapp/guard`` (at configure): a node with a ``safe`` guard publishes its trips
+        there, a node with a safe action (an output guard) listens."""
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from std_msgs.msg import String
 
+        paths = self._data_paths()
         profile = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-        self._guard_links = MatchCount()
-        self._guard_publisher = self.create_publisher(String, GUARD_TOPIC, profile)
-        self.create_subscription(
-            String,
-            GUARD_TOPIC,
-            self._on_guard_message,
-            profile,
-            event_callbacks=self._guard_links.subscription_callbacks(),
-        )
+        if any(_latches(data) for data in paths):
+            self._guard_publisher = self.create_publisher(String, GUARD_TOPIC, profile)
+        if any(data.guard is not None for data in paths):
+            self._guard_links = MatchCount()
+            self.create_subscription(
+                String,
+                GUARD_TOPIC,
+                self._on_guard_message,
+                profile,
+                event_callbacks=self._guard_links.subscription_callbacks(),
+            )
 
     def _on_enable(self, request: Any, response: Any) -> Any:
         self._set_estop(not request.data, "service ~/enable")
@@ -267,5 +271,12 @@ class CommandSafety:
         return {
             "latched": gate.latched,
             "latch_cause": self.latch_cause if gate.latched else None,
-            "guard_links": 0 if self._guard_links is None else self._guard_links(),
+            # publishers of trips this node listens to (None: it has no safe action)
+            "guard_links": None if self._guard_links is None else self._guard_links(),
         }
+
+
+def _latches(data: Any) -> bool:
+    """Whether a value out of domain in data path ``data`` latches the safe action."""
+    inputs = data.domain is not None and data.domain.latches
+    return inputs or (data.guard is not None and data.guard.latches)

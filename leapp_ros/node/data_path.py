@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from leapp.spec import Spec
 from leapp_ros.messages.multiarray import MessageError
 from leapp_ros.messages.topic_io import TopicReader, float_ports, nonfinite
-from leapp_ros.node.domain_guard import InputGuard, element_names
+from leapp_ros.node.domain_guard import InputGuard
 from leapp_ros.node.input_sets import InputSets
 from leapp_ros.node.rate_limited_log import one_line
 from leapp_ros.node.safety import OutputGuard
@@ -113,12 +113,7 @@ class NodeData:
         """
         from leapp_ros.node.model import load_node_model
 
-        guard = OutputGuard.of(node.name, node.outputs, limits or {}, rate_hz)
-        if guard is not None:
-            specs = {port.name: port for port in node.model.outputs}
-            guard.name_elements(
-                {o.port: element_names(specs.get(o.port), o.binding) for o in node.outputs}
-            )
+        guard = OutputGuard.of_node(node, limits or {}, rate_hz)
         model = load_node_model(spec, node.name)
         initial = initial_values(plan.initial_values, node)
         return cls(

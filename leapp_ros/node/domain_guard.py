@@ -113,6 +113,11 @@ class InputGuard:
                 ports.append((index, entry, names))
         return cls(plan.name, ports) if ports else None
 
+    @property
+    def latches(self) -> bool:
+        """Whether a port's action is ``safe``."""
+        return any(bounds.action == "safe" for _, bounds, _ in self._ports)
+
     def check(self, values: Sequence[Any]) -> Violation | None:
         """The first out-of-domain element among the current ``values`` (one per input
         port; None for one that has not come yet), None when all are inside."""

@@ -77,7 +77,6 @@ class ManagedNode(CommandSafety, LifecycleNode):
             live=lambda: self._lifecycle in ("inactive", "active"),
         )
         self.create_service(SetBool, "~/enable", self._on_enable)
-        self._create_guard_topic()
         if settings["estop_topic"]:
             EstopSubscription(self, settings["estop_topic"], self._set_estop)
         if settings["autostart"]:
@@ -111,6 +110,7 @@ class ManagedNode(CommandSafety, LifecycleNode):
         before = self._entities()
         try:
             self._configure(self._spec_given, self.settings)
+            self._create_guard_topic()
         except Exception as e:
             self._configured_entities = [e for e in self._entities() if e not in before]
             self._release()
@@ -193,6 +193,7 @@ class ManagedNode(CommandSafety, LifecycleNode):
             destroy(entity)
         self._configured_entities = []
         self._leapp_timers = []
+        self._guard_publisher = self._guard_links = None
         self._release_data_path()
 
     def _release_data_path(self) -> None:

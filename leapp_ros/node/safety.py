@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from leapp_ros.node.domain_guard import Violation, first_outside
+from leapp_ros.node.domain_guard import Violation, element_names, first_outside
 from leapp_ros.node.ramp import PortRamp, blend_commands
 from leapp_ros.plan.limits import OutputLimits
 from leapp_ros.plan.settings import StartupError
@@ -118,6 +118,20 @@ class OutputGuard:
             ports.append(_PortGuard(index, entry, _ramp(node, port, entry, rate_hz)))
         return cls(len(outputs), ports, node) if ports else None
 
+    @classmethod
+    def of_node(
+        cls, node: Any, limits: Mapping[str, OutputLimits], rate_hz: float | None
+    ) -> OutputGuard | None:
+        """:meth:`of` the outputs of pipeline node ``node`` (a plan), their elements named
+        (for out-of-domain reports) as their messages or the spec name them."""
+        guard = cls.of(node.name, node.outputs, limits, rate_hz)
+        if guard is not None:
+            specs = {port.name: port for port in node.model.outputs}
+            guard.name_elements(
+                {o.port: element_names(specs.get(o.port), o.binding) for o in node.outputs}
+            )
+        return guard
+
     def apply(self, results: list[Any], data: Any) -> list[Any]:
         """``results`` blended in (during a ramp) and with every limit applied (in place),
         counted on ``data``; a played port's result is blended only (its player limits each
@@ -165,6 +179,11 @@ class OutputGuard:
                     self._node, "output", limits.port, name, value, bound, limit, action
                 )
         return None
+
+    @property
+    def latches(self) -> bool:
+        """Whether an output's ``on_out_of_domain`` is ``safe``."""
+        return any(p.limits.on_out_of_domain == "safe" for p in self._guarded)
 
     def begin_blends(self) -> None:
         """Blend the next commands of every port with ``blend_s`` in (a ramp-in)."""

@@ -102,7 +102,7 @@ def start(arm, deployment, tmp_path_factory, action, **extra):
 @pytest.fixture(scope="module")
 def safe_graph(arm, deployment, tmp_path_factory):
     with start(arm, deployment, tmp_path_factory, "safe") as graph:
-        yield Rig(graph, arm.policy)
+        yield Rig(graph, arm.policy, guarded="safe")
 
 
 @pytest.fixture(scope="module")
@@ -128,12 +128,12 @@ class Rig:
     """The arm's sensor messages sent through ``graph`` one tick at a time (the joints held at
     :data:`FAR`, velocities and IMU random), the commands and diagnostics that come back."""
 
-    def __init__(self, graph: GraphUnderTest, policy, *, played: bool = False):
+    def __init__(self, graph: GraphUnderTest, policy, *, played: bool = False, guarded=""):
         from diagnostic_msgs.msg import DiagnosticArray
         from lifecycle_msgs.srv import ChangeState
         from std_srvs.srv import SetBool
 
-        self.graph, self.policy = graph, policy
+        self.graph, self.policy, self.guarded = graph, policy, guarded
         self.namespace = graph.plan.namespace
         probe = graph.probe
         self.command_node = f"{self.namespace}/{'leapp_fused' if graph.fused else 'policy'}"
@@ -162,6 +162,13 @@ class Rig:
             return any(sum(r.get("measured_on", {}).values()) for r in graph.status().values())
 
         probe.spin_until(measured, WAIT_S, "the measured position at the command node")
+
+        def guard_linked():  # a trip of the guarded node reaches the command node
+            links = graph.status().get("policy", {}).get("guard_links")
+            return links is not None and links >= 1
+
+        if self.guarded == "safe":
+            probe.spin_until(guard_linked, WAIT_S, "the command node to hear guard trips")
 
     # --- ticks ------------------------------------------------------------------------------
 
