@@ -6,14 +6,17 @@ joint_targets, 50 Hz) runs with ``ports.joint_targets.blend_s`` 0.1 s (5 command
 ``blend_from: joint_pos``, fixed safe values, and ``ports.joint_vel.min`` / ``max`` of
 +-2 rad/s with ``on_out_of_domain`` ``safe`` (one graph) or ``drop`` (another).
 
-Ramp-in: the joints are held far from where the policy wants them; after an e-stop release
-and after deactivate / activate, command ``k`` of the blend (``k = 1 .. N``) must equal
-``m + (k / N) * (eager_k - m)`` (``m`` the measured position, ``eager_k`` eager PyTorch on
-the inputs of that tick) value by value within 1e-5, the ``N``-th and later eager itself, and
-``/diagnostics`` says "blending" while it lasts. Guards: one tick whose ``elbow`` velocity is
-12.5 rad/s trips the guard; ``safe`` answers it with the safe action before the next tick and
-gives no command until ``~/enable`` true (or deactivate / activate), ``drop`` drops exactly
-that set (counted); ``/diagnostics`` names the port, the element and the value.
+Ramp-in: the joints are held far from where the policy wants them; after an e-stop release,
+after deactivate / activate and after a watchdog recovery, command ``k`` of the blend
+(``k = 1 .. N``) must equal ``min(m + (k / N) * (eager_k - m), max)`` (``m`` the measured
+position, ``eager_k`` eager PyTorch on the inputs of that tick, ``max`` the port's limit,
+which binds on the shoulder's first commands) value by value within 1e-5, the ``N``-th and
+later eager itself, and ``/diagnostics`` says "blending" while it lasts; on a port played at
+200 Hz every target lies between the previous blended result and the new one. Guards: one
+tick whose ``elbow`` velocity is 12.5 rad/s trips the guard; ``safe`` answers it with the safe
+action before the next tick and gives no command until ``~/enable`` true (or deactivate /
+activate), ``drop`` drops exactly that set (counted); ``/diagnostics`` names the port, the
+element and the value.
 
 Every wait ends on an event (a message, a status record counting the inputs), within a
 generous overall timeout; ``pytest -s`` prints the largest published step of each ramp-in and
@@ -47,6 +50,7 @@ FAR = np.asarray(REFERENCE) + np.array([0.6, -0.5, 0.45])  # where the joints ar
 VELOCITY_MAX = 2.0
 SPIKE = 12.5  # rad/s on the elbow
 SAFE = [0.2, -0.4, 0.3]
+MAX = np.array([0.7, 10.0, 10.0])  # limits on top: the shoulder's first blended commands
 TOLERANCE = 1e-5
 WAIT_S = 20.0  # a generous bound on any one event
 WATCHDOG_MS = 1000.0  # long: no test pauses this long between ticks
@@ -62,6 +66,7 @@ def params(path, action: str, **extra):
                 "ports": {
                     "joint_targets": {
                         "safe_values": SAFE,
+                        "max": MAX.tolist(),
                         "blend_s": BLEND_S,
                         "blend_from": "joint_pos",
                     },
@@ -274,11 +279,11 @@ def ramp_in(rig: Rig, release) -> float:
     step published during the blend."""
     rig.diagnostics.clear()
     release()
-    previous, previous_eager, largest = FAR, None, 0.0
+    previous, previous_eager, largest = np.minimum(FAR, MAX), None, 0.0
     for k in range(1, COMMANDS + 3):
         eager, command = rig.step()
         weight = min(k / COMMANDS, 1.0)
-        expected = FAR + weight * (eager - FAR)
+        expected = np.minimum(FAR + weight * (eager - FAR), MAX)  # the limits on top
         np.testing.assert_allclose(
             command, expected, rtol=0, atol=TOLERANCE, err_msg=f"command {k} of the blend"
         )
@@ -408,7 +413,8 @@ def test_a_played_port_interpolates_between_blended_results(played_graph, deploy
     for k in range(1, COMMANDS + 2):
         before = len(rig.inbox)
         eager = rig.send(rig.reading())
-        result = FAR + min(k / COMMANDS, 1.0) * (eager - FAR)
+        raw = FAR + min(k / COMMANDS, 1.0) * (eager - FAR)  # blended
+        result = np.minimum(raw, MAX)  # where the targets end: the limit applies to each
         end = rig.graph.probe.spin_until(reaches(result), WAIT_S, f"blended result {k}")
         targets = rig.messages_since(before)[: end - before]
         low, high = np.minimum(previous, result), np.maximum(previous, result)
@@ -416,6 +422,6 @@ def test_a_played_port_interpolates_between_blended_results(played_graph, deploy
             assert np.all(target >= low - TOLERANCE) and np.all(target <= high + TOLERANCE)
         steps = np.abs(np.diff(np.vstack([previous, *targets]), axis=0))
         largest = max(largest, float(steps.max()))
-        assert steps.max() <= np.max(np.abs(result - previous)) / 4 + TOLERANCE
+        assert steps.max() <= np.max(np.abs(raw - previous)) / 4 + TOLERANCE
         previous = result
     print(f"\n[{deployment}] played ramp-in: largest step between targets {largest:.4f} rad")
