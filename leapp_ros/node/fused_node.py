@@ -55,12 +55,21 @@ from leapp.spec import Spec
 from leapp_ros.messages.topic_io import OutputWriter, TopicReader, nonfinite, now_stamp
 from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
-from leapp_ros.node.fused_stages import OWNER, Stage, external_readers, load_stages, tick_firing
-from leapp_ros.node.input_sets import InputSets
+from leapp_ros.node.fused_stages import (
+    OWNER,
+    Stage,
+    external_readers,
+    load_stages,
+    stage_input_sets,
+    tick_firing,
+)
 from leapp_ros.node.match_count import MatchCount
+from leapp_ros.node.measured_position import subscribe_measured
+from leapp_ros.node.partner_take import partner_take
 from leapp_ros.node.pipeline_node import PipelineNode
 from leapp_ros.node.stamp_sync import gather_by_stamp, stamp_sync
 from leapp_ros.node.target_player import TargetPlayers, output_writers
+from leapp_ros.plan.domain import declare_input_bounds
 from leapp_ros.plan.firing_settings import trigger_ports
 from leapp_ros.plan.limits import declare_output_limits
 from leapp_ros.plan.output_rates import consumed_outputs, declare_output_rates, output_rates
@@ -117,6 +126,8 @@ class FusedPipelineNode(PipelineNode):
             spec = load_spec(str(settings["spec_path"]))
         self.spec = spec
         limits = declare_output_limits(self, *spec.models)
+        action = settings["on_out_of_domain"]
+        bounds = declare_input_bounds(self, *spec.models, default_action=action)
         rates = declare_output_rates(self, *spec.models)
         overrides = declare_port_overrides(self, *spec.models)
         plan = make_plan(
@@ -134,10 +145,15 @@ class FusedPipelineNode(PipelineNode):
         self.pipeline_node = ",".join(node.name for node in plan.nodes)
         self.plan_of_pipeline = plan
         self._publish_nonfinite = settings["on_nonfinite"] == "publish"
-        self._stages = load_stages(
-            spec, plan, check_nonfinite=not self._publish_nonfinite, limits=limits
-        )
         self.firing = tick_firing(plan, settings)
+        self._stages = load_stages(
+            spec,
+            plan,
+            check_nonfinite=not self._publish_nonfinite,
+            limits=limits,
+            bounds=bounds,
+            rate_hz=self.firing.rate_hz,
+        )
         self._rates = {  # per stage, its outputs played out at their own rates
             id(stage): output_rates(
                 rates,
@@ -168,11 +184,11 @@ class FusedPipelineNode(PipelineNode):
         }
         # The external inputs, as triggers of a tick or newest values (the callbacks hold on
         # to these objects).
-        self._sets = self._input_sets()
+        self._sets = stage_input_sets(self._stages, self.firing, self._chosen)
         self._triggers = self._sets.triggers
         self._readers: list[TopicReader] = []
         sync = stamp_sync(self.firing)
-        partners = self._partner_take(sync)
+        partners = partner_take(self.firing, self._sets, sync)
         for number, stage in enumerate(self._stages):
             rates = self._rates[id(stage)]
             writers = output_writers(stage.plan.outputs, rates, raw=self._raw)
@@ -236,30 +252,9 @@ class FusedPipelineNode(PipelineNode):
             for entry in (*stage.publish_now, *stage.publish_later)
         )
         self._output_publishers = [p for stage in self._stages for p in stage.publishers]
+        for stage, topic, matched in subscribe_measured(self, self.plan_of_pipeline, self._stages):
+            stage.input_counts.append((topic, matched))
         self._create_status_and_timers()
-
-    def _input_sets(self) -> InputSets:
-        """The external inputs of every stage, keyed ``(stage number, input)``: the chosen
-        triggers (parameter ``triggers``; by default all of them) form the sets that fire a
-        tick, the others are newest-value inputs (all of them on a timer, unless the
-        triggers are gathered by stamp)."""
-        externals = [
-            (number, index)
-            for number, stage in enumerate(self._stages)
-            for index, port in enumerate(stage.plan.inputs)
-            if port.kind == "external"
-        ]
-        timer = self.firing.mode != "inputs"
-        if timer and self.firing.sync == "arrival":
-            triggers: frozenset[tuple[int, int]] = frozenset()
-        elif self._chosen is None:
-            triggers = frozenset(externals)
-        else:
-            triggers = frozenset(externals[position] for position in self._chosen)
-        held = {key: (self._stages[key[0]], key[1]) for key in externals}
-        newest = {key: place for key, place in held.items() if key not in triggers}
-        gathered = {key: held[key] for key in triggers} if timer else None
-        return InputSets(triggers, newest, self.firing.max_input_age_s, gathered)
 
     # --- data path ----------------------------------------------------------------------
 
@@ -303,6 +298,11 @@ class FusedPipelineNode(PipelineNode):
         for number, stage in enumerate(self._stages):
             if not stage.producers <= ran:
                 continue  # a producer published nothing this tick
+            if stage.domain is not None and (outside := stage.domain.check(stage.values)):
+                self._out_of_domain(stage, outside)
+                if self._gate.latched:
+                    return  # the safe action went out: nothing of this tick follows
+                continue
             try:
                 results = stage.call(stage.values)
             except Exception as e:
@@ -312,7 +312,14 @@ class FusedPipelineNode(PipelineNode):
                 stage.report_nonfinite_outputs(bad, self._warn)
                 continue
             if stage.guard is not None:
+                if (outside := stage.guard.out_of_domain(results)) is not None:
+                    self._out_of_domain(stage, outside)
+                    if self._gate.latched:
+                        return
+                    continue
                 results = stage.guard.apply(results, stage)
+                if stage.guard.ramps:
+                    self._blended(stage)
             for output, index in stage.state_links:
                 stage.values[index] = results[output]
             for output, consumer, index in stage.data_links:

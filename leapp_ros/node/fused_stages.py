@@ -21,12 +21,20 @@ from leapp.spec.order import execution_order
 from leapp_ros.messages.packed_inputs import PackedInput
 from leapp_ros.messages.topic_io import OutputWriter, TopicReader
 from leapp_ros.node.data_path import NodeData
+from leapp_ros.node.input_sets import InputSets
 from leapp_ros.node.match_count import MatchCount
 from leapp_ros.plan.firing_settings import firing_rule
 from leapp_ros.plan.pipeline import NodePlan, PipelinePlan
 from leapp_ros.plan.settings import StartupError
 
-__all__ = ["OWNER", "Stage", "external_readers", "load_stages", "tick_firing"]
+__all__ = [
+    "OWNER",
+    "Stage",
+    "external_readers",
+    "load_stages",
+    "stage_input_sets",
+    "tick_firing",
+]
 
 OWNER = "leapp_fused (its triggers are external inputs; values between nodes come in the tick)"
 
@@ -48,14 +56,15 @@ class Stage(NodeData):
 
 
 def load_stages(
-    spec: Spec, plan: PipelinePlan, *, check_nonfinite: bool, limits: dict[str, Any]
+    spec: Spec, plan: PipelinePlan, *, check_nonfinite: bool, **guards: Any
 ) -> list[Stage]:
-    """The pipeline's nodes as stages in producer-before-consumer order, wired together."""
+    """The pipeline's nodes as stages in producer-before-consumer order, wired together;
+    ``guards`` (``limits``, ``bounds``, ``rate_hz``) as :meth:`NodeData.load` takes them."""
     order = _node_order(plan)
     position = {node.name: n for n, node in enumerate(order)}
     stages = []
     for node in order:
-        stage = Stage.load(spec, plan, node, check_nonfinite=check_nonfinite, limits=limits)
+        stage = Stage.load(spec, plan, node, check_nonfinite=check_nonfinite, **guards)
         stage.producers = frozenset(
             position[port.source.split("/", 1)[0]]
             for port in node.inputs
@@ -130,3 +139,27 @@ def external_readers(stage: Stage) -> list[Any]:
     if stage.plan.packed is not None:
         readers.append(PackedInput(stage.plan, copy=copy))
     return readers
+
+
+def stage_input_sets(stages: list[Stage], firing: Any, chosen: Any) -> InputSets:
+    """The external inputs of every stage, keyed ``(stage number, input)``: the ``chosen``
+    triggers (positions among them, parameter ``triggers``; None: all of them) form the sets
+    that fire a tick, the others are newest-value inputs (all of them on a timer, unless the
+    triggers are gathered by stamp: ``firing: timer`` with a ``sync``)."""
+    externals = [
+        (number, index)
+        for number, stage in enumerate(stages)
+        for index, port in enumerate(stage.plan.inputs)
+        if port.kind == "external"
+    ]
+    timer = firing.mode != "inputs"
+    if timer and firing.sync == "arrival":
+        triggers: frozenset[tuple[int, int]] = frozenset()
+    elif chosen is None:
+        triggers = frozenset(externals)
+    else:
+        triggers = frozenset(externals[position] for position in chosen)
+    held = {key: (stages[key[0]], key[1]) for key in externals}
+    newest = {key: place for key, place in held.items() if key not in triggers}
+    gathered = {key: held[key] for key in triggers} if timer else None
+    return InputSets(triggers, newest, firing.max_input_age_s, gathered)

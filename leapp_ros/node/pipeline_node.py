@@ -46,14 +46,15 @@ from leapp_ros.node.cpu_placement import CpuPlacement
 from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
 from leapp_ros.node.input_sets import InputSets
-from leapp_ros.node.intra_process import IntraProcessBus
+from leapp_ros.node.intra_process import IntraProcessBus, handed_tick
 from leapp_ros.node.managed_node import ManagedNode
 from leapp_ros.node.match_count import MatchCount
+from leapp_ros.node.measured_position import subscribe_measured
 from leapp_ros.node.output_topics import OutputTopics
-from leapp_ros.node.partner_take import PartnerTake
+from leapp_ros.node.partner_take import PartnerTake, partner_take
 from leapp_ros.node.stamp_sync import StampSync, gather_by_stamp, stamp_sync
-from leapp_ros.node.status_report import status_record
 from leapp_ros.node.target_player import TargetPlayers, output_writers
+from leapp_ros.plan.domain import declare_input_bounds
 from leapp_ros.plan.firing_settings import firing_rule
 from leapp_ros.plan.limits import declare_output_limits
 from leapp_ros.plan.output_rates import consumed_outputs, declare_output_rates, output_rates
@@ -162,6 +163,7 @@ class PipelineNode(ManagedNode):
             )
         model = spec.model(self.pipeline_node)
         limits = declare_output_limits(self, model)
+        bounds = declare_input_bounds(self, model, default_action=settings["on_out_of_domain"])
         rates = declare_output_rates(self, model)
         ports = declare_port_overrides(self, model)
         plan = make_plan(spec, namespace=self.get_namespace(), ports={self.pipeline_node: ports})
@@ -170,8 +172,15 @@ class PipelineNode(ManagedNode):
         consumed = consumed_outputs(plan, self.pipeline_node)
         self._rates = output_rates(rates, self.plan, self.firing, consumed)
         self._publish_nonfinite = settings["on_nonfinite"] == "publish"
+        self._pipeline_plan = plan
         self._data = NodeData.load(
-            spec, plan, self.plan, check_nonfinite=not self._publish_nonfinite, limits=limits
+            spec,
+            plan,
+            self.plan,
+            check_nonfinite=not self._publish_nonfinite,
+            limits=limits,
+            bounds=bounds,
+            rate_hz=self.firing.rate_hz,
         )
         self._values = self._data.values  # (the same list: one lookup less per run)
         copy = not self._data.reads_only
@@ -187,7 +196,7 @@ class PipelineNode(ManagedNode):
         # the middleware's copies of values the intra-process bus delivered already are skipped
         skip = self._bus.produces if self._bus is not None else None
         sync = stamp_sync(self.firing)
-        partners = self._partner_take(sync)
+        partners = partner_take(self.firing, self._sets, sync)
         self._input_counts: list[tuple[str, MatchCount]] = []
         for reader in self._readers:
             if sync is not None:
@@ -224,7 +233,7 @@ class PipelineNode(ManagedNode):
                     reader,
                     lambda item, n=count: [item[0]] * n,  # (value, tick) from the bus
                     reader.indices,
-                    tick_of=_handed_tick,
+                    tick_of=handed_tick,
                 )
                 self._bus_exits.append(self._bus.subscribe(reader.resolved, deliver))
         self._outputs = OutputTopics(self, self._writers, overrides=overrides, bus=self._bus)
@@ -238,6 +247,8 @@ class PipelineNode(ManagedNode):
                 publish(index, value, now_stamp(clock, self._raw))
 
             self._data.players = TargetPlayers(self, self._data, self._rates, target, self._warn)
+        for _, topic, matched in subscribe_measured(self, self._pipeline_plan, [self._data]):
+            self._input_counts.append((topic, matched))  # (status: publishers matched)
         self._create_status_and_timers()
 
     def _create_status_and_timers(self) -> None:
@@ -286,13 +297,6 @@ class PipelineNode(ManagedNode):
             tick_of=tick_of,
         )
 
-    def _partner_take(self, sync: StampSync | None) -> PartnerTake | None:
-        """What completes a set from the waiting messages of its other subscriptions, for a
-        node that fires on input sets gathered by arrival (None otherwise)."""
-        if self.firing.mode != "inputs" or sync is not None:
-            return None
-        return PartnerTake(self._sets.pending)
-
     def _fire_on_inputs(self, now: float) -> None:
         """Run on the set that formed at ``now``, unless a trigger of it or a newest-value
         input is too old, or a newest-value input never came (counted ``stale``)."""
@@ -328,11 +332,15 @@ class PipelineNode(ManagedNode):
         data = self._data
         try:
             # The readers checked every value against its port; no second check here.
+            if data.domain is not None and (outside := data.domain.check(self._values)):
+                return self._out_of_domain(data, outside)
             results = data.call(self._values)
             if (checks := data.checked_outputs) and (bad := nonfinite(results, checks)):
                 data.report_nonfinite_outputs(bad, self._warn)
                 return
             if data.guard is not None:
+                if (outside := data.guard.out_of_domain(results)) is not None:
+                    return self._out_of_domain(data, outside)
                 results = data.guard.apply(results, data)
             for output, index in data.state_links:
                 self._values[index] = results[output]
@@ -344,6 +352,8 @@ class PipelineNode(ManagedNode):
             return
         data.runs += 1
         self._gate.last_command = time.monotonic()  # what the input watchdog watches
+        if data.guard is not None and data.guard.ramps:
+            self._blended(data)
 
     # --- operations (see ManagedNode) ----------------------------------------------------
 
@@ -366,26 +376,11 @@ class PipelineNode(ManagedNode):
         """The status record this node publishes on ``_leapp/status``."""
         return self._status_record(self._data, self._output_publishers, self._input_counts, state)
 
-    def _status_record(
-        self,
-        data: NodeData,
-        publishers: Sequence[Any],
-        inputs: Sequence[tuple[str, MatchCount]],
-        state: str,
-    ) -> dict[str, Any]:
-        """The record of ``data`` with this node's operating state and CPU placement."""
-        operation, cpu = self._operation(), self._cpu.status()
-        return status_record(data, publishers, inputs, state, operation, cpu)
-
     def _status_records(self, state: str) -> list[dict[str, Any]]:
         return [self.status(state)]
 
     def _ready_names(self) -> list[str]:
         return [self.pipeline_node]
-
-
-def _handed_tick(item: tuple[Any, int | None]) -> int | None:
-    return item[1]  # the tick of a value the intra-process bus handed over
 
 
 def main(argv: Sequence[str] | None = None) -> int:

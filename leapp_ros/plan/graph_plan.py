@@ -18,6 +18,7 @@ from leapp_ros.plan.bindings import Binding
 
 __all__ = [
     "DIAGNOSTICS_TOPIC",
+    "GUARD_TOPIC",
     "METADATA_QOS",
     "PUBLISHER_QOS",
     "STATUS_TOPIC",
@@ -54,6 +55,7 @@ PUBLISHER_QOS = QosPlan("reliable")
 SUBSCRIPTION_QOS = QosPlan("best_effort")
 METADATA_QOS = QosPlan("reliable", "transient_local", 1)
 STATUS_TOPIC = "_leapp/status"  # std_msgs/String (JSON) from every node; hidden from topic lists
+GUARD_TOPIC = "_leapp/guard"  # std_msgs/String (JSON): a guard latched the safe action
 DIAGNOSTICS_TOPIC = "/diagnostics"  # diagnostic_msgs/DiagnosticArray from every node
 TRANSITION_EVENTS = "transition_event"  # <node>/transition_event: a lifecycle node's transitions
 

@@ -52,6 +52,10 @@ The parameters of a pipeline node (all read once at startup):
     run whose results hold one (nothing is published, state inputs keep their value); each is
     counted (``nonfinite_inputs``, ``nonfinite_outputs``) and logged at most once a second.
     ``publish``: such values go through as any other.
+``on_out_of_domain`` (``drop`` | ``safe``)
+    What an input value outside its ``ports.<port>.min`` / ``max`` does, for the ports that
+    do not say (:mod:`leapp_ros.plan.domain`): ``drop`` (default) skips the run, ``safe``
+    publishes the safe action and latches it until ``~/enable`` or a lifecycle transition.
 ``ports.<port>.message|kind|names|order|layout|scale``
     The message of an external input or an output (see :mod:`leapp_ros.plan.bindings` and the
     docs' how-to on robot messages): a type, or ``multiarray``; the port's kind and joint names for
@@ -127,6 +131,7 @@ PARAMETERS: tuple[tuple[str, Any, str], ...] = (
     ("input_timeout_ms", 0.0, "safe action when no input set came for this long (0: off)"),
     ("estop_topic", "", "a std_msgs/Bool topic: true engages the e-stop, false releases it"),
     ("raw_messages", True, "data topics as serialized CDR bytes (false: rclpy messages)"),
+    ("on_out_of_domain", "drop", "an input outside ports.<port>.min / max: 'drop' or 'safe'"),
 )
 """``(name, default, description)``; a default of ``()`` is an integer array, ``[]`` a string
 array, both unset."""
@@ -135,6 +140,7 @@ OTHER_PARAMETERS = ("publish_intermediate", "use_sim_time", "start_type_descript
 """Parameters a pipeline node leaves to others: ``leapp_fused``'s own, rclpy's."""
 
 NONFINITE_POLICIES = ("drop", "publish")
+OUT_OF_DOMAIN_POLICIES = ("drop", "safe")
 
 
 def declare_parameters(node: Any) -> dict[str, Any]:
@@ -189,6 +195,11 @@ def declare_parameters(node: Any) -> dict[str, Any]:
         raise StartupError(
             f"parameter on_nonfinite must be 'drop' or 'publish', got {values['on_nonfinite']!r}"
         )
+    if values["on_out_of_domain"] not in OUT_OF_DOMAIN_POLICIES:
+        raise StartupError(
+            "parameter on_out_of_domain must be 'drop' or 'safe', got "
+            f"{values['on_out_of_domain']!r}"
+        )
     return values
 
 
@@ -219,7 +230,8 @@ def declare_port_overrides(node: Any, *models: ModelSpec) -> dict[str, PortOverr
             f"node {owner}: parameter(s) {unknown} name no port of this node, ignored "
             f"them; its ports are {ports} and each takes ports.<port>."
             f"{'|'.join(name for name, _ in PORT_PARAMETERS)}"
-            " (outputs also safe_action|safe_values|min|max|max_step|output_rate_hz|interpolate)"
+            " (inputs also min|max|on_out_of_domain, outputs also safe_action|safe_values|"
+            "min|max|max_step|on_out_of_domain|blend_s|blend_from|output_rate_hz|interpolate)"
         )
     return found
 

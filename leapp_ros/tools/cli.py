@@ -52,6 +52,7 @@ from leapp_ros.plan.selection import node_names
 from leapp_ros.run.deployment import LOG_LEVELS, GraphOptions
 from leapp_ros.run.runner import EXIT_USAGE, make_graph, serve
 from leapp_ros.tools.bag_verification import add_bag_arguments, verify_bag_command
+from leapp_ros.tools.bounds_command import add_bounds
 from leapp_ros.tools.deployment_option import add_deployment_option
 from leapp_ros.tools.record_command import add_record
 from leapp_ros.tools.ros_arguments import apply_ros_arguments, split_ros_arguments
@@ -78,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verify(commands)
     add_record(commands)
     add_sim(commands)
+    add_bounds(commands)
     return parser
 
 
