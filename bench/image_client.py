@@ -13,15 +13,17 @@ Windows without frames (``drive(frames=False)``) measure what the joint states a
 
 Fast DDS's shared-memory transport holds a sample in one segment of 512 KB by default: a
 640x480 depth frame (1.2 MB) then goes as fragments that a best-effort reader mostly loses
-(measured here: 1 frame of 60 arrived). :func:`use_frame_transport` gives every participant of
+(measured here: 1 frame of 60 arrived). :func:`frame_transport` gives every participant of
 this process and its children a 16 MB segment (and UDP on the loopback only), as a camera
 deployment configures its middleware (``FASTDDS_DEFAULT_PROFILES_FILE``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,7 @@ FRAME_PROFILE = """<?xml version="1.0" encoding="UTF-8"?>
   </profiles>
 </dds>
 """
+PROFILES = "FASTDDS_DEFAULT_PROFILES_FILE"
 IMAGE_HZ = 30.0
 JOINT_HZ = 500.0
 GIVE_UP_S = 1.0
@@ -72,13 +75,22 @@ class Window:
     seconds: float = 0.0
 
 
-def use_frame_transport(folder: Path) -> Path:
+@contextlib.contextmanager
+def frame_transport(folder: Path) -> Iterator[Path]:
     """Write :data:`FRAME_PROFILE` into ``folder`` and make it the default Fast DDS profile of
-    this process and the processes it starts; the file."""
+    the participants this process and its children create meanwhile (Fast DDS reads it when
+    a process creates its first participant); yields the file."""
     path = folder / "frame_transport.xml"
     path.write_text(FRAME_PROFILE)
-    os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(path)
-    return path
+    before = os.environ.get(PROFILES)
+    os.environ[PROFILES] = str(path)
+    try:
+        yield path
+    finally:
+        if before is None:
+            del os.environ[PROFILES]
+        else:
+            os.environ[PROFILES] = before
 
 
 class ImageClient:

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_client import descendants
-from image_client import IMAGE_HZ, ImageClient, use_frame_transport
+from image_client import IMAGE_HZ, ImageClient, frame_transport
 from image_export import FRAMES, JOINTS, Frame, ImageExport, export_image_pipeline
 from image_nodes import hand_written_pair
 from image_report import HAND, LEAPP, ModelCalls, Result, report
@@ -195,8 +195,7 @@ def main(argv: list[str] | None = None) -> None:
     use_own_domain()
     load_before = os.getloadavg()
     frames = {}
-    with tempfile.TemporaryDirectory() as folder:
-        use_frame_transport(Path(folder))
+    with tempfile.TemporaryDirectory() as folder, frame_transport(Path(folder)):
         for name in names:
             frame = FRAMES[name]
             export = export_image_pipeline(Path(folder), frame)
