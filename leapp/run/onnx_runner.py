@@ -64,24 +64,24 @@ class BoundRun:
 
     ``call(values)`` copies each value into its input buffer (anything NumPy can copy from: an
     array, a CPU torch tensor), except that an input of :data:`DIRECT_BYTES` or more given as a
-    C-contiguous array of its dtype and shape is bound as it is (no copy; ``bound_inputs``
-    holds what each input reads now, kept until the next call); it runs and returns a new
-    array per output. Raises ``TypeError`` at construction when this ONNX Runtime lacks I/O
-    binding; :meth:`agrees` tells whether the bound run gives what ``session.run`` gives
-    (callers fall back to ``run`` otherwise).
+    C-contiguous array of its dtype and shape is bound as it is for that run (no copy;
+    ``last_inputs`` holds what each input read); it runs and returns a new array per output.
+    Between calls the buffers are bound: ``run`` alone runs on what they hold. Raises
+    ``TypeError`` at construction when this ONNX Runtime lacks I/O binding; :meth:`agrees`
+    tells whether the bound run gives what ``session.run`` gives (callers fall back to ``run``
+    otherwise).
     """
 
     __slots__ = (
         "_any_direct",
         "_binding",
-        "_bound_values",
         "_buffer_values",
         "_direct",
         "_keep",
         "_names",
         "_wrap",
-        "bound_inputs",
         "input_buffers",
+        "last_inputs",
         "output_buffers",
         "run",
     )
@@ -107,9 +107,8 @@ class BoundRun:
         self._direct = [buffer.nbytes >= DIRECT_BYTES for buffer in self.input_buffers]
         self._any_direct = any(self._direct)
         self._wrap = OrtValue.ortvalue_from_numpy
-        # per input: the array it reads now (its buffer, or a large array bound where it lies)
-        self.bound_inputs: list[np.ndarray] = list(self.input_buffers)
-        self._bound_values = list(self._buffer_values)  # the OrtValues bound now
+        # per input: the array the last call read (its buffer, or a large array where it lay)
+        self.last_inputs: list[np.ndarray] = list(self.input_buffers)
         for (name, _, _), buffer in zip(outputs, self.output_buffers, strict=True):
             value = OrtValue.ortvalue_from_numpy(buffer)
             binding.bind_ortvalue_output(name, value)
@@ -127,16 +126,23 @@ class BoundRun:
 
     def call(self, values: Sequence[Any]) -> list[np.ndarray]:
         """Run on one value per input (already checked against the ports)."""
-        if self._any_direct:
-            self._take(values)
-        else:
+        if not self._any_direct:
             for buffer, value in zip(self.input_buffers, values, strict=True):
                 np.copyto(buffer, value, casting="no")
-        self.run()
+            self.run()
+            return [output.copy() for output in self.output_buffers]
+        direct = self._take(values)
+        try:
+            self.run()
+        finally:  # the buffers again, for whoever runs on what they hold
+            for index in direct:
+                self._binding.bind_ortvalue_input(self._names[index], self._buffer_values[index])
         return [output.copy() for output in self.output_buffers]
 
-    def _take(self, values: Sequence[Any]) -> None:
-        """Bind the large inputs where they lie and copy the others into their buffers."""
+    def _take(self, values: Sequence[Any]) -> list[int]:
+        """Bind the large inputs where they lie and copy the others into their buffers; the
+        indices of the inputs bound where they lie."""
+        direct = []
         for index, value in enumerate(values):
             buffer = self.input_buffers[index]
             if (
@@ -146,18 +152,13 @@ class BoundRun:
                 and value.shape == buffer.shape
                 and value.flags.c_contiguous
             ):
-                self._bind(index, value, self._wrap(value))
-                continue
-            np.copyto(buffer, value, casting="no")
-            if self.bound_inputs[index] is not buffer:
-                self._bind(index, buffer, self._buffer_values[index])
-
-    def _bind(self, index: int, array: np.ndarray, value: Any) -> None:
-        """Bind ``value`` (an OrtValue over ``array``) to input ``index``; both are kept until
-        the next binding of that input replaces them."""
-        self._binding.bind_ortvalue_input(self._names[index], value)
-        self.bound_inputs[index] = array
-        self._bound_values[index] = value
+                self._binding.bind_ortvalue_input(self._names[index], self._wrap(value))
+                self.last_inputs[index] = value
+                direct.append(index)
+            else:
+                np.copyto(buffer, value, casting="no")
+                self.last_inputs[index] = buffer
+        return direct
 
     def agrees(self, session: Any, names: Sequence[str], feed: dict[str, np.ndarray]) -> bool:
         """Whether a bound run on ``feed`` returns exactly what ``session.run`` returns."""

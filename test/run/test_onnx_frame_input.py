@@ -67,7 +67,7 @@ def test_a_frame_sized_input_is_read_where_it_lies_not_copied(encoder):
         frame = payload_frame(seed)
         assert not frame.flags.writeable
         (latent,) = model.call([frame])
-        assert model.bound.bound_inputs[0] is frame  # the payload's view itself: no copy
+        assert model.bound.last_inputs[0] is frame  # the payload's view itself: no copy
         np.testing.assert_allclose(latent, eager(module, frame), rtol=0, atol=1e-5)
     assert not np.shares_memory(model.bound.input_buffers[0], frame)
 
@@ -78,6 +78,18 @@ def test_a_frame_that_is_not_contiguous_is_copied_into_the_bound_buffer(encoder)
     wide = np.random.default_rng(5).integers(0, 256, (240, 640, 3), dtype=np.uint8)
     frame = wide[:, ::2]  # every other column: a strided view
     (latent,) = model.call([frame])
-    assert model.bound.bound_inputs[0] is model.bound.input_buffers[0]
+    assert model.bound.last_inputs[0] is model.bound.input_buffers[0]
     np.testing.assert_array_equal(model.bound.input_buffers[0], frame)
     np.testing.assert_allclose(latent, eager(module, frame), rtol=0, atol=1e-5)
+
+
+def test_after_a_frame_read_where_it_lay_a_run_reads_the_bound_buffers_again(encoder):
+    """The torch entry (leapp.run.model) copies into the buffers and runs on them."""
+    model, module = encoder
+    model.call([payload_frame(6)])
+    frame = payload_frame(7)
+    np.copyto(model.bound.input_buffers[0], frame)
+    model.bound.run()
+    np.testing.assert_allclose(
+        model.bound.output_buffers[0], eager(module, frame), rtol=0, atol=1e-5
+    )
