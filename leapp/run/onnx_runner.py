@@ -24,6 +24,7 @@ hundreds.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Sequence
 from functools import partial
@@ -36,7 +37,14 @@ from leapp.errors import PipelineError
 from leapp.run.output_check import check_outputs
 from leapp.spec import ModelSpec, Spec, TensorSpec
 
-__all__ = ["DIRECT_BYTES", "BoundRun", "OnnxModel", "load_onnx", "session_options"]
+__all__ = [
+    "DIRECT_BYTES",
+    "BoundRun",
+    "OnnxModel",
+    "load_onnx",
+    "session_options",
+    "takes_frames",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -44,19 +52,34 @@ _WARMUP_RUNS = 2
 DIRECT_BYTES = 1 << 16  # inputs this large are bound where they lie instead of copied
 
 
-def session_options() -> Any:
+def session_options(model: ModelSpec | None = None) -> Any:
     """ONNX Runtime session options of a deployed node: one intra-op, one inter-op thread,
     and neither the CPU memory arena nor memory patterns: for a policy-sized model both cost
     more per run than the allocations they save, or the same (figures: docs, explanation,
-    performance)."""
+    performance). A ``model`` that takes a camera frame (:func:`takes_frames`) keeps both:
+    without them each run allocates its frame-sized intermediates anew (a CNN encoder on a
+    1280x720 rgb8 frame cost 17 % more CPU per run, the kernel's page faults)."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
-    options.enable_cpu_mem_arena = False
-    options.enable_mem_pattern = False
+    pooled = model is not None and takes_frames(model)
+    options.enable_cpu_mem_arena = pooled
+    options.enable_mem_pattern = pooled
     return options
+
+
+def takes_frames(model: ModelSpec) -> bool:
+    """Whether an input of ``model`` holds :data:`DIRECT_BYTES` or more (a camera frame)."""
+    for port in model.inputs:
+        try:
+            item = np.dtype(port.dtype).itemsize
+        except TypeError:  # bfloat16
+            item = 2
+        if math.prod(port.shape) * item >= DIRECT_BYTES:
+            return True
+    return False
 
 
 class BoundRun:
@@ -270,7 +293,7 @@ def load_onnx(spec: Spec, node: str) -> OnnxModel:
     started = time.perf_counter()
     try:
         session = onnxruntime.InferenceSession(
-            str(path), session_options(), providers=["CPUExecutionProvider"]
+            str(path), session_options(model), providers=["CPUExecutionProvider"]
         )
     except Exception as e:
         raise PipelineError(f"node {node!r}: cannot load {str(path)!r}: {e}") from e

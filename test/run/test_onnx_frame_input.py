@@ -1,9 +1,11 @@
 """A camera frame reaches an ONNX node's model without a copy: a large input given as a
 C-contiguous array of its port (a read-only view of a message's payload, as a node decodes a
 raw Image) is bound where it lies; anything else is copied into the bound buffer. Results are
-eager PyTorch's on fresh frames either way."""
+eager PyTorch's on fresh frames either way. Such a model keeps ONNX Runtime's memory arena."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -11,7 +13,8 @@ import torch
 
 import leapp
 from leapp import TensorSemantics, annotate
-from leapp.run.onnx_runner import DIRECT_BYTES, load_onnx
+from leapp.run.onnx_runner import DIRECT_BYTES, load_onnx, session_options, takes_frames
+from leapp.spec import TensorSpec
 
 SHAPE = (240, 320, 3)  # 230 400 bytes of rgb8
 
@@ -93,3 +96,15 @@ def test_after_a_frame_read_where_it_lay_a_run_reads_the_bound_buffers_again(enc
     np.testing.assert_allclose(
         model.bound.output_buffers[0], eager(module, frame), rtol=0, atol=1e-5
     )
+
+
+def test_a_model_taking_a_frame_keeps_the_memory_arena_a_policy_runs_without():
+    frame = SimpleNamespace(
+        inputs=(TensorSpec("rgb", "uint8", SHAPE), TensorSpec("x", "float32", (3,)))
+    )
+    policy = SimpleNamespace(inputs=(TensorSpec("obs", "float32", (48,)),))
+    assert takes_frames(frame) and not takes_frames(policy)
+    pooled, plain = session_options(frame), session_options(policy)
+    assert pooled.enable_cpu_mem_arena and pooled.enable_mem_pattern
+    assert not plain.enable_cpu_mem_arena and not plain.enable_mem_pattern
+    assert (pooled.intra_op_num_threads, plain.intra_op_num_threads) == (1, 1)
