@@ -310,7 +310,7 @@ def _load_onnx(path: Path, model: ModelSpec, inputs: Sequence[torch.Tensor] | No
     from leapp.run.onnx_runner import OnnxModel, session_options
 
     session = onnxruntime.InferenceSession(
-        str(path), session_options(), providers=["CPUExecutionProvider"]
+        str(path), session_options(model), providers=["CPUExecutionProvider"]
     )
     runner = OnnxModel(model, path, session)  # matches the ports to the model's value names
     pairs = [port.dtype.startswith("complex") for port in model.outputs]

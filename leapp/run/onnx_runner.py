@@ -14,12 +14,17 @@ The data path goes through :class:`BoundRun`: input and output buffers of the sp
 are bound to the session once (ONNX Runtime's I/O binding), and a call copies the inputs in,
 runs, and copies the outputs out. That skips what ``InferenceSession.run`` does in Python on
 every call (a dict of inputs, name and type checks, new output arrays): on the seed's policy a
-call takes a third of ``run``'s time, and it leaves the CPU caches to the model.
+call takes a third of ``run``'s time, and it leaves the CPU caches to the model. An input of
+:data:`DIRECT_BYTES` or more (a camera frame) is not copied: a C-contiguous array of its dtype
+and shape (such as a read-only view of a message's payload) is bound where it lies for the
+call, which costs a couple of microseconds where a copy of a 1280x720 rgb8 frame costs
+hundreds.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Sequence
 from functools import partial
@@ -32,38 +37,77 @@ from leapp.errors import PipelineError
 from leapp.run.output_check import check_outputs
 from leapp.spec import ModelSpec, Spec, TensorSpec
 
-__all__ = ["BoundRun", "OnnxModel", "load_onnx", "session_options"]
+__all__ = [
+    "DIRECT_BYTES",
+    "BoundRun",
+    "OnnxModel",
+    "load_onnx",
+    "session_options",
+    "takes_frames",
+]
 
 logger = logging.getLogger(__name__)
 
 _WARMUP_RUNS = 2
+DIRECT_BYTES = 1 << 16  # inputs this large are bound where they lie instead of copied
 
 
-def session_options() -> Any:
+def session_options(model: ModelSpec | None = None) -> Any:
     """ONNX Runtime session options of a deployed node: one intra-op, one inter-op thread,
     and neither the CPU memory arena nor memory patterns: for a policy-sized model both cost
     more per run than the allocations they save, or the same (figures: docs, explanation,
-    performance)."""
+    performance). A ``model`` that takes a camera frame (:func:`takes_frames`) keeps both:
+    without them each run allocates its frame-sized intermediates anew (a CNN encoder on a
+    1280x720 rgb8 frame cost 17 % more CPU per run, the kernel's page faults)."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
-    options.enable_cpu_mem_arena = False
-    options.enable_mem_pattern = False
+    pooled = model is not None and takes_frames(model)
+    options.enable_cpu_mem_arena = pooled
+    options.enable_mem_pattern = pooled
     return options
+
+
+def takes_frames(model: ModelSpec) -> bool:
+    """Whether an input of ``model`` holds :data:`DIRECT_BYTES` or more (a camera frame)."""
+    for port in model.inputs:
+        try:
+            item = np.dtype(port.dtype).itemsize
+        except TypeError:  # bfloat16
+            item = 2
+        if math.prod(port.shape) * item >= DIRECT_BYTES:
+            return True
+    return False
 
 
 class BoundRun:
     """``session`` run through buffers of fixed dtypes and shapes bound to it once.
 
     ``call(values)`` copies each value into its input buffer (anything NumPy can copy from: an
-    array, a CPU torch tensor), runs, and returns a new array per output. Raises ``TypeError``
-    at construction when this ONNX Runtime lacks I/O binding; :meth:`agrees` tells whether the
-    bound run gives what ``session.run`` gives (callers fall back to ``run`` otherwise).
+    array, a CPU torch tensor), except that an input of :data:`DIRECT_BYTES` or more given as a
+    C-contiguous array of its dtype and shape is bound as it is for that run (no copy;
+    ``last_inputs`` holds what each input read); it runs and returns a new array per output.
+    Between calls the buffers are bound: ``run`` alone runs on what they hold. Raises
+    ``TypeError`` at construction when this ONNX Runtime lacks I/O binding; :meth:`agrees`
+    tells whether the bound run gives what ``session.run`` gives (callers fall back to ``run``
+    otherwise).
     """
 
-    __slots__ = ("_binding", "_keep", "input_buffers", "output_buffers", "run")
+    __slots__ = (
+        "_any_direct",
+        "_binding",
+        "_buffer_values",
+        "_direct",
+        "_keep",
+        "_names",
+        "_wrap",
+        "input_buffers",
+        "last_inputs",
+        "output_buffers",
+        "run",
+    )
 
     def __init__(
         self,
@@ -77,10 +121,17 @@ class BoundRun:
         self.output_buffers = [np.zeros(shape, dtype) for _, dtype, shape in outputs]
         binding = session.io_binding()
         self._keep = []  # the OrtValues must live as long as the binding uses their buffers
-        for (name, _, _), buffer in zip(inputs, self.input_buffers, strict=True):
+        self._names = [name for name, _, _ in inputs]
+        self._buffer_values = []
+        for name, buffer in zip(self._names, self.input_buffers, strict=True):
             value = OrtValue.ortvalue_from_numpy(buffer)
             binding.bind_ortvalue_input(name, value)
-            self._keep.append(value)
+            self._buffer_values.append(value)
+        self._direct = [buffer.nbytes >= DIRECT_BYTES for buffer in self.input_buffers]
+        self._any_direct = any(self._direct)
+        self._wrap = OrtValue.ortvalue_from_numpy
+        # per input: the array the last call read (its buffer, or a large array where it lay)
+        self.last_inputs: list[np.ndarray] = list(self.input_buffers)
         for (name, _, _), buffer in zip(outputs, self.output_buffers, strict=True):
             value = OrtValue.ortvalue_from_numpy(buffer)
             binding.bind_ortvalue_output(name, value)
@@ -98,10 +149,39 @@ class BoundRun:
 
     def call(self, values: Sequence[Any]) -> list[np.ndarray]:
         """Run on one value per input (already checked against the ports)."""
-        for buffer, value in zip(self.input_buffers, values, strict=True):
-            np.copyto(buffer, value, casting="no")
-        self.run()
+        if not self._any_direct:
+            for buffer, value in zip(self.input_buffers, values, strict=True):
+                np.copyto(buffer, value, casting="no")
+            self.run()
+            return [output.copy() for output in self.output_buffers]
+        direct = self._take(values)
+        try:
+            self.run()
+        finally:  # the buffers again, for whoever runs on what they hold
+            for index in direct:
+                self._binding.bind_ortvalue_input(self._names[index], self._buffer_values[index])
         return [output.copy() for output in self.output_buffers]
+
+    def _take(self, values: Sequence[Any]) -> list[int]:
+        """Bind the large inputs where they lie and copy the others into their buffers; the
+        indices of the inputs bound where they lie."""
+        direct = []
+        for index, value in enumerate(values):
+            buffer = self.input_buffers[index]
+            if (
+                self._direct[index]
+                and isinstance(value, np.ndarray)
+                and value.dtype == buffer.dtype
+                and value.shape == buffer.shape
+                and value.flags.c_contiguous
+            ):
+                self._binding.bind_ortvalue_input(self._names[index], self._wrap(value))
+                self.last_inputs[index] = value
+                direct.append(index)
+            else:
+                np.copyto(buffer, value, casting="no")
+                self.last_inputs[index] = buffer
+        return direct
 
     def agrees(self, session: Any, names: Sequence[str], feed: dict[str, np.ndarray]) -> bool:
         """Whether a bound run on ``feed`` returns exactly what ``session.run`` returns."""
@@ -117,7 +197,8 @@ class OnnxModel:
     """An ONNX artifact called with one NumPy array per input port (dtype and shape of the
     spec); returns one array per output port. ``name``, ``backend``, ``inputs``, ``outputs``
     and ``path`` as :class:`leapp.run.model.Model` has them. ``reads_only``: ONNX Runtime
-    copies the inputs into its own buffers and never writes into the arrays given."""
+    never writes into the arrays given (small ones are copied into its buffers, large ones
+    read where they lie)."""
 
     reads_only = True
     __slots__ = (
@@ -212,7 +293,7 @@ def load_onnx(spec: Spec, node: str) -> OnnxModel:
     started = time.perf_counter()
     try:
         session = onnxruntime.InferenceSession(
-            str(path), session_options(), providers=["CPUExecutionProvider"]
+            str(path), session_options(model), providers=["CPUExecutionProvider"]
         )
     except Exception as e:
         raise PipelineError(f"node {node!r}: cannot load {str(path)!r}: {e}") from e

@@ -14,8 +14,9 @@ of ROS 2 writes by default). The bytes are:
 :func:`layout` compiles a message class's fields once (from rosidl's ``SLOT_TYPES``);
 :func:`read` turns bytes into :class:`Fields` objects with the message's attribute names
 (primitive arrays and sequences become NumPy views of the bytes, read-only, without a copy;
-strings ``str``; sequences of strings or messages lists), so code written for rclpy's
-messages reads them unchanged; :func:`write` serializes anything with the message's
+strings ``str``; sequences of strings or messages lists; a list of strings whose bytes, at the
+same place, are the last one's of that field is that list again, unparsed), so code written
+for rclpy's messages reads them unchanged; :func:`write` serializes anything with the message's
 attributes (a Fields object, an rclpy message) little-endian. Any other encapsulation
 (XCDR2, parameter lists) is :class:`UnsupportedEncodingError`, which a reader answers by
 deserializing that message the typed way. A truncated or inconsistent payload is a
@@ -155,6 +156,11 @@ def _endianness(payload: bytes) -> bool:
     raise UnsupportedEncodingError(f"encapsulation 0x{kind.hex()} is not plain CDR")
 
 
+# per string list field: where the last one began, its bytes and its strings (a robot sends
+# the same joint names in every message: they are parsed once, then compared as bytes)
+_LAST_STRINGS: dict[tuple[int, str], tuple[int, bytes, list[str]]] = {}
+
+
 def _read(buffer: bytes, at: int, fields: Layout, little: bool) -> tuple[Fields, int]:
     u32 = _U32[little].unpack_from
     order = "<" if little else ">"
@@ -181,6 +187,13 @@ def _read(buffer: bytes, at: int, fields: Layout, little: bool) -> tuple[Fields,
             if kind == "string":
                 values[name], at = _read_string(buffer, at, u32)
                 continue
+            key = (id(fields), name)
+            last = _LAST_STRINGS.get(key)
+            if last is not None and last[0] == at and buffer[at : at + len(last[1])] == last[1]:
+                values[name] = last[2].copy()  # the same bytes where they were: the same names
+                at += len(last[1])
+                continue
+            began = at
             if count is None:
                 count, at = _read_count(buffer, at, u32)
             strings = []
@@ -188,6 +201,7 @@ def _read(buffer: bytes, at: int, fields: Layout, little: bool) -> tuple[Fields,
                 text, at = _read_string(buffer, at, u32)
                 strings.append(text)
             values[name] = strings
+            _LAST_STRINGS[key] = (began, bytes(buffer[began:at]), strings.copy())
         else:
             nested = sub[0]
             if kind == "message":

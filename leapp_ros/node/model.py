@@ -8,9 +8,9 @@ TorchScript or pt2 node wraps them as tensors sharing their memory (``torch.from
 hands the results back as arrays (``Tensor.numpy``, no copy).
 
 ``reads_only`` says whether a model leaves its inputs alone, so that a node may hand it
-read-only views of a message's payload (ONNX Runtime copies them into its buffers, a NumPy
-program never writes into them); a TorchScript module may update an input in place, so it
-gets arrays of its own.
+read-only views of a message's payload (ONNX Runtime only reads them: small ones copied into
+its buffers, a camera frame where it lies; a NumPy program never writes into them); a
+TorchScript module may update an input in place, so it gets arrays of its own.
 """
 
 from __future__ import annotations

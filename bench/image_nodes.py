@@ -1,0 +1,176 @@
+"""The hand-written rclpy node pair that bench/image_latency.py compares leapp's camera graph
+with: what a user writes without leapp, typed, as rclpy's tutorials show.
+
+- encoder: subscribes to the frame as a typed ``sensor_msgs/Image``, views its pixels with
+  ``np.frombuffer(msg.data, dtype).reshape(shape)``, calls the encoder's ONNX model
+  (``session.run``, 1 intra-op and 1 inter-op thread) and publishes the latent as a
+  ``Float32MultiArray`` (``array.array("f", latent.tobytes())``);
+- policy: keeps the last typed ``sensor_msgs/JointState``; on each latent, if a joint state
+  came since its last command, calls the TorchScript policy (``torch.set_num_threads(1)``,
+  ``torch.from_numpy`` under ``torch.no_grad()``) on the latent, positions and velocities (in
+  the message's joint order: no name mapping) and publishes the targets as a
+  ``Float64MultiArray``.
+
+Topics and QoS are leapp's plan's (publishers reliable, subscriptions best effort, depth 1),
+the executor leapp's (:func:`leapp_ros.node.executor.make_executor`). Neither node checks
+sizes, encodings or NaN. Each runs in a process of its own::
+
+    python bench/image_nodes.py encoder|policy --namespace NS --spec SPEC
+
+which prints :data:`READY` once its topics exist and runs until SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+READY = "hand-written {name} ready"
+ROLES = ("encoder", "policy")
+
+
+def _artifact(spec: Any, name: str) -> str:
+    model = spec.model(name)
+    return str(Path(spec.directory) / model.parameters.model_path)
+
+
+def encoder_node(spec: Any, namespace: str, context: Any) -> Any:
+    """The hand-written encoder of ``spec`` (its ``encoder`` node) on ``context``."""
+    import numpy as np
+    import onnxruntime
+    from rclpy.node import Node
+    from sensor_msgs.msg import Image
+    from std_msgs.msg import Float32MultiArray
+
+    from leapp_ros.plan.pipeline import PUBLISHER_QOS, SUBSCRIPTION_QOS
+    from leapp_ros.plan.settings import qos_profile
+
+    port = spec.model("encoder").inputs[0]
+    shape, dtype = tuple(port.shape), np.dtype(port.dtype)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(
+        _artifact(spec, "encoder"), options, providers=["CPUExecutionProvider"]
+    )
+    name = session.get_inputs()[0].name
+    node = Node("encoder", namespace=namespace, context=context)
+    publish = node.create_publisher(
+        Float32MultiArray, "encoder/latent", qos_profile(PUBLISHER_QOS)
+    ).publish
+
+    def on_image(message: Any) -> None:
+        pixels = np.frombuffer(message.data, dtype).reshape(shape)
+        latent = session.run(None, {name: pixels})[0]
+        publish(Float32MultiArray(data=array.array("f", latent.tobytes())))
+
+    node.create_subscription(
+        Image, f"encoder/{port.name}", on_image, qos_profile(SUBSCRIPTION_QOS)
+    )
+    return node
+
+
+def policy_node(spec: Any, namespace: str, context: Any) -> Any:
+    """The hand-written policy of ``spec`` (its ``policy`` node) on ``context``."""
+    import numpy as np
+    import torch
+    from rclpy.node import Node
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float32MultiArray, Float64MultiArray
+
+    from leapp_ros.plan.pipeline import PUBLISHER_QOS, SUBSCRIPTION_QOS
+    from leapp_ros.plan.settings import qos_profile
+
+    torch.set_num_threads(1)
+    module = torch.jit.load(_artifact(spec, "policy")).eval()
+    node = Node("policy", namespace=namespace, context=context)
+    publish = node.create_publisher(
+        Float64MultiArray, "policy/targets", qos_profile(PUBLISHER_QOS)
+    ).publish
+    joints: list[Any] = [None]  # the last joint state not used yet
+
+    def on_joints(message: Any) -> None:
+        joints[0] = message
+
+    def on_latent(message: Any) -> None:
+        state = joints[0]
+        if state is None:
+            return
+        joints[0] = None
+        latent = np.frombuffer(message.data, np.float32)
+        position = np.asarray(state.position, np.float32)
+        velocity = np.asarray(state.velocity, np.float32)
+        with torch.no_grad():
+            targets = module(*(torch.from_numpy(a) for a in (latent, position, velocity)))
+        data = targets.numpy().astype(np.float64)
+        publish(Float64MultiArray(data=array.array("d", data.tobytes())))
+
+    qos = qos_profile(SUBSCRIPTION_QOS)
+    node.create_subscription(JointState, "policy/joint_states", on_joints, qos)
+    node.create_subscription(Float32MultiArray, "encoder/latent", on_latent, qos)
+    return node
+
+
+BUILDERS = {"encoder": encoder_node, "policy": policy_node}
+
+
+@contextlib.contextmanager
+def hand_written_pair(spec_path: Path, namespace: str) -> Iterator[list[int]]:
+    """Both nodes in processes of their own, ready; yields their pids; SIGINT on leaving."""
+    import select
+
+    from leapp_ros.run.processes import start_process
+
+    argv = [sys.executable, __file__, "--namespace", namespace, "--spec", str(spec_path)]
+    started = [start_process([*argv, "--role", role], os.environ) for role in ROLES]
+    try:
+        deadline = time.monotonic() + 90
+        for role, process in zip(ROLES, started, strict=True):
+            ready, text = READY.format(name=role).encode(), b""
+            while ready not in text:
+                left = deadline - time.monotonic()
+                if left <= 0 or process.poll() is not None:
+                    error = process.stderr.read().decode() if process.poll() is not None else ""
+                    raise SystemExit(f"hand-written {role} not ready: {error[-2000:]}")
+                if select.select([process.stdout], [], [], left)[0]:
+                    text += os.read(process.stdout.fileno(), 4096)
+        yield [process.pid for process in started]
+    finally:
+        for process in started:
+            process.send_signal(signal.SIGINT)
+        for process in started:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--role", choices=ROLES, required=True)
+    parser.add_argument("--namespace", required=True)
+    parser.add_argument("--spec", required=True)
+    args = parser.parse_args(argv)
+
+    import leapp.spec
+    from leapp_ros.node.executor import run_nodes
+
+    spec = leapp.spec.load(args.spec)
+
+    def build(context: Any, nodes: list[Any]) -> None:
+        nodes.append(BUILDERS[args.role](spec, args.namespace, context))
+        print(READY.format(name=args.role), flush=True)
+
+    return run_nodes("image_nodes", [sys.argv[0]], build, whole_process=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
