@@ -14,8 +14,8 @@ Windows without frames (``drive(frames=False)``) measure what the joint states a
 Fast DDS's shared-memory transport holds a sample in one segment of 512 KB by default: a
 640x480 depth frame (1.2 MB) then goes as fragments that a best-effort reader mostly loses
 (measured here: 1 depth frame of 13 answered). :func:`frame_transport` gives every
-participant of this process and its children a 16 MB segment (and UDP on the loopback only), as a camera
-deployment configures its middleware (``FASTDDS_DEFAULT_PROFILES_FILE``).
+participant of this process and its children a 16 MB segment (and UDP on the loopback only),
+as a camera deployment configures its middleware (``FASTDDS_DEFAULT_PROFILES_FILE``).
 """
 
 from __future__ import annotations

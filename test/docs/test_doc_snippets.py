@@ -189,8 +189,37 @@ def test_rate_loop_yaml_is_what_the_rate_loop_runs_with():
     assert shown == loop_parameters()
 
 
+def test_ramp_in_yaml_blends_the_arms_targets_from_its_joint_positions(tmp_path):
+    from support.sim import export_arm_policy
+
+    arm = export_arm_policy(tmp_path)
+    checked = check_params_file(FOLDER / "ramp_in.yaml", arm.path)
+    assert checked.plan.node("policy").firing.rate_hz == 50.0
+
+
+def test_domain_guards_yaml_gives_the_arms_inputs_their_trained_ranges(tmp_path):
+    from support.params_check import _StartingNode
+    from support.sim import export_arm_policy
+
+    from leapp import spec as spec_module
+    from leapp_ros.plan.domain import declare_input_bounds
+
+    arm = export_arm_policy(tmp_path)
+    check_params_file(FOLDER / "domain_guards.yaml", arm.path)
+    document = yaml.safe_load((FOLDER / "domain_guards.yaml").read_text(encoding="utf-8"))
+    given = document["/arm_policy/preprocess"]["ros__parameters"]
+    flat = {f"ports.{port}.{key}": value
+            for port, keys in given["ports"].items() for key, value in keys.items()}  # fmt: skip
+    (model,) = [m for m in spec_module.load(arm.path).models if m.name == "preprocess"]
+    bounds = declare_input_bounds(_StartingNode(flat, "domain_guards.yaml"), model)
+    assert sorted(bounds) == ["gyro", "joint_vel"]
+    assert bounds["joint_vel"].action == "safe" and bounds["gyro"].action == "drop"
+
+
 def test_the_snippet_folder_holds_only_files_these_tests_check():
     checked = {
+        "domain_guards.yaml",
+        "ramp_in.yaml",
         "rate_loop.yaml",
         "action_chunk.yaml",
         "node_rates.yaml",

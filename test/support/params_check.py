@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from leapp import spec as spec_module
+from leapp_ros.plan.domain import declare_input_bounds
 from leapp_ros.plan.firing_settings import file_firing
 from leapp_ros.plan.graph_plan import PipelinePlan
 from leapp_ros.plan.limits import declare_output_limits
@@ -123,6 +124,7 @@ def check_params_file(path: Path, export: Path) -> CheckedParams:
         node = _StartingNode(given, where)
         declare_parameters(node)
         declare_output_limits(node, model)  # in the order the node declares them
+        declare_input_bounds(node, model, default_action=given.get("on_out_of_domain", "drop"))
         played = declare_output_rates(node, model)
         declare_port_overrides(node, model)
         refuse_unknown_parameters(node, where)
