@@ -9,7 +9,9 @@ Lifecycle (``rclpy.lifecycle``; ``ros2 lifecycle get|set /<ns>/<node>``):
 - *activate* starts commanding: the first command answers the first input set gathered
   after activation.
 - *deactivate* publishes the safe action once and stops commanding.
-- *cleanup* / *shutdown* destroy the topics, timers and the model's state.
+- *cleanup* / *shutdown* destroy the topics, timers and the model's state; *shutdown* of a
+  configured node also publishes ``"state": "stopping"`` (its goodbye: the stand-in,
+  :mod:`leapp_ros.run.stand_in`, covers only a node that died without one).
 
 ``autostart`` (default true) configures and activates in the constructor (a configure failure
 is then a :class:`StartupError`, exit code 2). Whatever the state, the node offers
@@ -161,6 +163,8 @@ class ManagedNode(LifecycleNode):
         if self._gate.active:
             self._publish_safe_action()
         self._gate.deactivate()
+        if self._lifecycle in ("inactive", "active"):  # a goodbye: the stand-in stays quiet
+            self._publish_status("stopping")
         self._release()
         self._lifecycle = "finalized"
         self._report_change()

@@ -95,6 +95,7 @@ __all__ = [
     "declare_parameters",
     "declare_port_overrides",
     "load_spec",
+    "node_parameters",
     "port_overrides",
     "qos_profile",
     "refuse_unknown_parameters",
@@ -224,12 +225,8 @@ def port_overrides(document: Mapping[str, Any], nodes: Sequence[str]) -> dict[st
     ``/**`` section for every node, then ``<node>`` (or ``/<ns>/<node>``) sections."""
     found: dict[str, dict[str, PortOverride]] = {}
     for node in nodes:
-        merged: dict[str, Any] = {}
-        for key, section in (document or {}).items():
-            if key in ("/**", node) or str(key).rsplit("/", 1)[-1] == node:
-                merged.update(_flatten((section or {}).get("ros__parameters", {})))
         ports: dict[str, dict[str, Any]] = {}
-        for key, value in merged.items():
+        for key, value in node_parameters(document, node).items():
             parts = key.split(".")
             if len(parts) == 3 and parts[0] == "ports":
                 ports.setdefault(parts[1], {})[parts[2]] = value
@@ -240,6 +237,16 @@ def port_overrides(document: Mapping[str, Any], nodes: Sequence[str]) -> dict[st
         if overrides:
             found[node] = overrides
     return found
+
+
+def node_parameters(document: Mapping[str, Any], node: str) -> dict[str, Any]:
+    """The parameters a ROS 2 parameters file gives the node named ``node``, by dotted name:
+    its ``/**`` section, then the ``<node>`` (or ``/<ns>/<node>``) sections over it."""
+    merged: dict[str, Any] = {}
+    for key, section in (document or {}).items():
+        if key in ("/**", node) or str(key).rsplit("/", 1)[-1] == node:
+            merged.update(_flatten((section or {}).get("ros__parameters", {})))
+    return merged
 
 
 def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
