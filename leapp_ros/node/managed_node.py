@@ -7,7 +7,8 @@ Lifecycle (``rclpy.lifecycle``; ``ros2 lifecycle get|set /<ns>/<node>``):
   the node then publishes ``"state": "ready"`` on ``_leapp/status`` and logs
   ``leapp node '<name>' ready``. A failure is logged, the node stays unconfigured.
 - *activate* starts commanding: the first command answers the first input set gathered
-  after activation.
+  after activation (with a stand-in, after it watches this process:
+  :mod:`leapp_ros.node.stand_in_handshake`).
 - *deactivate* publishes the safe action once and stops commanding.
 - *cleanup* / *shutdown* destroy the topics, timers and the model's state; *shutdown* of a
   configured node also publishes ``"state": "stopping"`` (its goodbye: the stand-in,
@@ -37,6 +38,7 @@ from leapp_ros.messages.topic_io import now_stamp, raw_path
 from leapp_ros.node.estop_subscription import EstopSubscription
 from leapp_ros.node.rate_limited_log import RateLimitedLog, one_line
 from leapp_ros.node.safety import CommandGate
+from leapp_ros.node.stand_in_handshake import StandInHandshake
 from leapp_ros.node.status_report import StatusReport
 from leapp_ros.plan.settings import StartupError, declare_parameters
 
@@ -78,6 +80,9 @@ class ManagedNode(LifecycleNode):
         self.create_service(SetBool, "~/enable", self._on_enable)
         if settings["estop_topic"]:
             EstopSubscription(self, settings["estop_topic"], self._set_estop)
+        self._stand_in = None  # the graph's stand-in (commands wait until it watches us)
+        if settings["stand_in"]:
+            self._stand_in = StandInHandshake(self, self._ready_names, self._on_stand_in)
         if settings["autostart"]:
             if self.trigger_configure() != _SUCCESS:
                 raise StartupError(self._configure_error or "configure failed")
@@ -132,6 +137,8 @@ class ManagedNode(LifecycleNode):
         self._expected_active = True
         self._reset_sets()
         self._gate.activate(time.monotonic())
+        if self._stand_in is not None and not self._stand_in.clear():
+            self._gate.hold()  # until the stand-in watches this process (_on_stand_in)
         self._lifecycle = "active"
         self._update_guard_timer()
         self._publish_status("ready")
@@ -217,6 +224,12 @@ class ManagedNode(LifecycleNode):
         self._update_guard_timer()
         self._report_change()
 
+    def _on_stand_in(self) -> None:
+        """The stand-in's record came: end a hold once it watches this process."""
+        if self._gate.held and self._stand_in.clear() and self._gate.unhold(time.monotonic()):
+            self._reset_sets()
+            self.get_logger().info("the stand-in watches this process: commanding")
+
     def _safe_period(self) -> float:
         rate = getattr(getattr(self, "firing", None), "rate_hz", None)
         if rate:
@@ -268,7 +281,7 @@ class ManagedNode(LifecycleNode):
         arrival times): None when the node is inactive, or publishes its safe action
         instead (e-stop, input timeout); else the tick's time."""
         gate = self._gate
-        if not gate.active:
+        if not gate.active or gate.held:
             return None
         if gate.estop:
             self._publish_safe_action()

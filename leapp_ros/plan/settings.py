@@ -66,6 +66,13 @@ The parameters of a pipeline node (all read once at startup):
     the same messages on the wire without building rclpy message objects. Where the rmw is
     not known to hand out serialized messages, the node logs one line and uses rclpy's
     messages. false: always rclpy's messages.
+``stand_in`` (string)
+    The node name of the graph's stand-in (:mod:`leapp_ros.run.stand_in`), set by
+    :func:`~leapp_ros.run.processes.plan_processes` when the graph has one: after each
+    activation the node commands only once the stand-in's record (``_leapp/stand_in``) says
+    it watches this process and no longer stands in for the node, so that the stand-in's
+    last safe action comes before the node's first command, and a crash right after the
+    start is covered too. Empty (default): no stand-in, no wait.
 ``qos_overrides./<ns>/<topic>.publisher|subscription.<policy>``
     The standard rclpy QoS overrides (history, depth, reliability) of every data topic.
 """
@@ -123,6 +130,7 @@ PARAMETERS: tuple[tuple[str, Any, str], ...] = (
     ("input_timeout_ms", 0.0, "safe action when no input set came for this long (0: off)"),
     ("estop_topic", "", "a std_msgs/Bool topic: true engages the e-stop, false releases it"),
     ("raw_messages", True, "data topics as serialized CDR bytes (false: rclpy messages)"),
+    ("stand_in", "", "the graph's stand-in node: command once it watches this process"),
 )
 """``(name, default, description)``; a default of ``()`` is an integer array, ``[]`` a string
 array, both unset."""

@@ -134,7 +134,9 @@ def plan_processes(
     options = graph_options(options)
     if options.namespace is not None and options.namespace != plan.namespace:
         plan = replace(plan, namespace=options.namespace)
-    return (*_node_processes(plan, options), *_stand_in(plan, options))
+    stand_in = _stand_in(plan, options)
+    extra = (("stand_in", stand_in[0].node_name),) if stand_in else ()
+    return (*_node_processes(plan, options, extra), *stand_in)
 
 
 def _stand_in(plan: PipelinePlan, options: GraphOptions) -> tuple[ProcessPlan, ...]:
@@ -164,9 +166,10 @@ def _stand_in(plan: PipelinePlan, options: GraphOptions) -> tuple[ProcessPlan, .
     )
 
 
-def _node_processes(plan: PipelinePlan, options: GraphOptions) -> tuple[ProcessPlan, ...]:
+def _node_processes(
+    plan: PipelinePlan, options: GraphOptions, extra: tuple[tuple[str, ParameterValue], ...]
+) -> tuple[ProcessPlan, ...]:
     chosen = select_nodes(plan, options.nodes)
-    extra: tuple[tuple[str, ParameterValue], ...] = ()
     if options.cpu_latency_us is not None:
         extra += (("cpu_latency_us", options.cpu_latency_us),)
     if options.autostart is not None:

@@ -46,6 +46,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from std_msgs.msg import String
 
 from leapp_ros.messages.topic_io import OutputWriter, now_stamp
+from leapp_ros.node.stand_in_handshake import RECORD_TOPIC
 from leapp_ros.plan.pipeline import (
     DIAGNOSTICS_TOPIC,
     STATUS_TOPIC,
@@ -61,7 +62,6 @@ from leapp_ros.run.safe_outputs import SafeOutput
 __all__ = ["RECORD_TOPIC", "StandIn", "main"]
 
 PROGRAM = "leapp_stand_in"
-RECORD_TOPIC = "_leapp/stand_in"
 DIAGNOSTICS_PERIOD_S = 1.0
 _ERROR = b"\x02"
 

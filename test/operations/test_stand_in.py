@@ -9,7 +9,7 @@ until the restarted process is active, then the policy's commands again (eager P
 with no policy command in between and no safe value after; ``/diagnostics`` has an ERROR
 for the node naming the dead process. An orderly stop of the same process (SIGINT: the node
 says goodbye and publishes its own safe action once) leaves the stand-in quiet. The time
-from the exit to the first safe value is printed (``-s``) for the record.
+from the SIGKILL to the first safe value's source timestamp is printed (``-s``) for the record.
 """
 
 from __future__ import annotations
@@ -65,11 +65,12 @@ class Robot:
         self.expected = eager_seed(seed, self.state, self.velocity)[1]
         node = probe.node
         self.commands: list[tuple[float, list[float]]] = []
+        self.sent_at: list[int] = []  # each command's source timestamp (ns, system clock)
         self.records: list[dict] = []
         self.errors: list = []
         node.create_subscription(
             Float32MultiArray, f"{NAMESPACE}/policy/action",
-            lambda m: self.commands.append((time.monotonic(), list(m.data))), qos(depth=1000),
+            self._command, qos(depth=1000),
         )  # fmt: skip
         node.create_subscription(
             String, f"{NAMESPACE}/_leapp/stand_in",
@@ -83,6 +84,10 @@ class Robot:
             for port, value in (("state", self.state), ("velocity", self.velocity))
         ]  # fmt: skip
         self._sent = 0.0
+
+    def _command(self, message, info) -> None:
+        self.commands.append((time.monotonic(), list(message.data)))
+        self.sent_at.append(info["source_timestamp"])
 
     def _diagnostics(self, message) -> None:
         self.errors += [s for s in message.status if s.level == b"\x02"]
@@ -153,6 +158,7 @@ def test_a_killed_command_process_is_stood_in_for_until_it_is_back_and_active(
         try:
             pid = commanding(robot, graph, label)
             pidfd = os.pidfd_open(pid)
+            killed_at, kill_time = time.time_ns(), time.monotonic()
             os.kill(pid, signal.SIGKILL)
             exit_seen: list[float] = []
             robot.run_until(
@@ -166,7 +172,10 @@ def test_a_killed_command_process_is_stood_in_for_until_it_is_back_and_active(
                 lambda: any(is_safe(c) for c in robot.commands_since(at_exit)),
                 "the safe action after the exit",
             )
-            first_safe = next(t for t, c in robot.commands[at_exit:] if is_safe(c))
+            first = at_exit + next(i for i, c in enumerate(robot.commands_since(at_exit))
+                                   if is_safe(c))  # fmt: skip
+            first_safe = robot.commands[first][0]
+            published = robot.sent_at[first] - killed_at
             robot.run_until(
                 lambda: any(s.name == f"{NAMESPACE}/policy" and str(pid) in s.message
                             for s in robot.errors),
@@ -192,9 +201,11 @@ def test_a_killed_command_process_is_stood_in_for_until_it_is_back_and_active(
             covered = [r for r in robot.records if "policy" in r["covering"]]
             assert covered and covered[0]["covering"]["policy"]["pid"] == pid
             print(
-                f"\n{deployment}: first safe action {1000 * (first_safe - exit_time):.1f} ms "
-                f"after the exit was seen; {resumed - start} safe action messages until the "
-                "restarted policy commanded"
+                f"\n{deployment}: the stand-in published the first safe action "
+                f"{published / 1e6:.1f} ms after the SIGKILL (source timestamp; the test saw "
+                f"the process end {1000 * (exit_time - kill_time):.1f} ms after it, and took "
+                f"the safe action {1000 * (first_safe - exit_time):.1f} ms after that); "
+                f"{resumed - start} safe action messages until the restarted policy commanded"
             )
         finally:
             assert graph.stop(60) is not None
