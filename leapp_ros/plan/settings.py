@@ -242,6 +242,7 @@ def port_overrides(document: Mapping[str, Any], nodes: Sequence[str]) -> dict[st
             port: _port_override(f"node {node!r}: parameters ports.{port}", values)
             for port, values in ports.items()
         }
+        overrides = {port: o for port, o in overrides.items() if o.given}  # not limits alone
         if overrides:
             found[node] = overrides
     return found
