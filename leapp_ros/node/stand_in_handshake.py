@@ -22,9 +22,9 @@ from typing import Any
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
-__all__ = ["RECORD_TOPIC", "StandInHandshake"]
+from leapp_ros.plan.pipeline import STAND_IN_TOPIC
 
-RECORD_TOPIC = "_leapp/stand_in"
+__all__ = ["StandInHandshake"]
 
 
 class StandInHandshake:
@@ -48,7 +48,7 @@ class StandInHandshake:
             reliability=ReliabilityPolicy.RELIABLE,
             durability=DurabilityPolicy.TRANSIENT_LOCAL,
         )
-        node.create_subscription(String, RECORD_TOPIC, self._take, profile)
+        node.create_subscription(String, STAND_IN_TOPIC, self._take, profile)
 
     def clear(self) -> bool:
         """Whether the stand-in watches this process for each of the node's pipeline nodes

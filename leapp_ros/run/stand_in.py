@@ -46,9 +46,9 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from std_msgs.msg import String
 
 from leapp_ros.messages.topic_io import OutputWriter, now_stamp
-from leapp_ros.node.stand_in_handshake import RECORD_TOPIC
 from leapp_ros.plan.pipeline import (
     DIAGNOSTICS_TOPIC,
+    STAND_IN_TOPIC,
     STATUS_TOPIC,
     SUBSCRIPTION_QOS,
     PipelinePlan,
@@ -59,7 +59,7 @@ from leapp_ros.run.process_watch import ProcessWatch
 from leapp_ros.run.processes import STAND_IN_NAME, load_plan
 from leapp_ros.run.safe_outputs import SafeOutput
 
-__all__ = ["RECORD_TOPIC", "StandIn", "main"]
+__all__ = ["STAND_IN_TOPIC", "StandIn", "main"]
 
 PROGRAM = "leapp_stand_in"
 DIAGNOSTICS_PERIOD_S = 1.0
@@ -114,7 +114,7 @@ class StandIn(Node):
         )
         self.create_subscription(String, STATUS_TOPIC, self._on_status, durable)
         durable_one = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self._record = self.create_publisher(String, RECORD_TOPIC, durable_one)
+        self._record = self.create_publisher(String, STAND_IN_TOPIC, durable_one)
         self._diagnostics = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
         self._watch = ProcessWatch(self._on_ended, self._on_tick)
         self._publish_record()
