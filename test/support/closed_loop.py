@@ -162,6 +162,7 @@ class ClosedLoop:
         probe.spin_until(matched, 20, f"the publisher of {topic} to match the test")
         self.applied = np.asarray(START)
         self.last: np.ndarray | None = None  # the last command published, float32
+        self.fresh_limits = False  # a restarted node: its first command is not step-limited
         self.candidate: tuple[int, float, np.ndarray] | None = None  # (tick, sent, eager)
         self.answered = -1  # the latest tick whose command came
         self.ticks = 0
@@ -196,9 +197,10 @@ class ClosedLoop:
         again) or ``wrong`` (noted), with the tick answered and when it was sent."""
         if self.candidate is not None:
             tick, sent, raw = self.candidate
-            expected, clamped, stepped = limited(raw, self.last)
+            expected, clamped, stepped = limited(raw, None if self.fresh_limits else self.last)
             if np.allclose(value, expected, rtol=0, atol=TOLERANCE):
                 self.candidate, self.answered = None, tick
+                self.fresh_limits = False
                 self.clamped += clamped
                 self.step_limited += stepped
                 return "command", tick, sent
