@@ -8,8 +8,9 @@ the node's first command must come after its last one, never between two. Withou
 a safe action could follow the first command of a restarted node (the stand-in learns of the
 activation over a topic of its own), and a process that crashed right after its start would
 go uncovered. The record is ``<namespace>/_leapp/stand_in`` (JSON, reliable, transient
-local): ``watching`` (pipeline node -> pid of its last status record) and ``covering``
-(pipeline node -> the dead process it stands in for).
+local): ``nodes`` (the pipeline nodes it is responsible for: a node it is not responsible
+for does not wait), ``watching`` (pipeline node -> pid of its last status record) and
+``covering`` (pipeline node -> the dead process it stands in for).
 """
 
 from __future__ import annotations
@@ -51,12 +52,15 @@ class StandInHandshake:
         node.create_subscription(String, STAND_IN_TOPIC, self._take, profile)
 
     def clear(self) -> bool:
-        """Whether the stand-in watches this process for each of the node's pipeline nodes
-        and stands in for none of them."""
+        """Whether the stand-in watches this process for each of the node's pipeline nodes it
+        is responsible for and stands in for none of them (False before its first record)."""
+        if not self._record:
+            return False
         watching = self._record.get("watching", {})
         covering = self._record.get("covering", {})
+        ours = [name for name in self._names() if name in self._record.get("nodes", ())]
         pid = os.getpid()
-        return all(watching.get(n) == pid and n not in covering for n in self._names())
+        return all(watching.get(n) == pid and n not in covering for n in ours)
 
     def _take(self, message: Any) -> None:
         try:

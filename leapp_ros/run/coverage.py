@@ -90,6 +90,11 @@ class Coverage:
                 covered.append(node)
         return sorted(covered)
 
+    @property
+    def nodes(self) -> list[str]:
+        """The nodes it is for, sorted."""
+        return sorted(self._nodes)
+
     def watching(self) -> dict[str, int]:
         """The pid of every node's last record."""
         return {node: last.pid for node, last in sorted(self._last.items())}

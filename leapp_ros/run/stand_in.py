@@ -242,6 +242,7 @@ class StandIn(Node):
         covers = self._coverage.covers
         record = {
             "pid": os.getpid(),
+            "nodes": self._coverage.nodes,
             "watching": self._coverage.watching(),
             "covering": {
                 node: {"pid": cover.pid, "how": cover.how} for node, cover in covers.items()

@@ -7,6 +7,7 @@ real DDS: test_stand_in.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -221,3 +222,27 @@ def test_a_held_gate_admits_no_set_and_its_watchdog_sleeps_until_the_hold_ends()
     assert not gate.admit(6.05, {"a": 5.9}, ["a"]), "a set from before the end of the hold"
     assert gate.admit(6.1, {"a": 6.05}, ["a"])
     assert not gate.unhold(7.0), "nothing held"
+
+
+def test_a_node_waits_until_the_stand_in_watches_its_process_and_no_longer_stands_in():
+    from types import SimpleNamespace
+
+    from leapp_ros.node.stand_in_handshake import StandInHandshake
+
+    taken = []
+    node = SimpleNamespace(create_subscription=lambda *args: None)
+    handshake = StandInHandshake(node, lambda: ["policy"], lambda: taken.append(1))
+
+    def take(**record):
+        handshake._take(SimpleNamespace(data=json.dumps({"nodes": ["policy"], **record})))
+
+    me, dead = os.getpid(), 1
+    assert not handshake.clear(), "no record yet"
+    take(watching={"policy": dead}, covering={"policy": {"pid": dead}})
+    assert not handshake.clear(), "watching the dead process"
+    take(watching={"policy": me}, covering={"policy": {"pid": dead}})
+    assert not handshake.clear(), "still standing in"
+    take(watching={"policy": me}, covering={})
+    assert handshake.clear() and len(taken) == 3
+    take(nodes=["preprocess"], watching={}, covering={})
+    assert handshake.clear(), "a stand-in not responsible for the node does not hold it"
