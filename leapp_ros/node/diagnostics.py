@@ -8,8 +8,9 @@ set. The level says what happened since the last periodic report:
 - ERROR: the model failed or gave NaN/inf results, the node failed to configure, or it is not
   active although ``autostart`` says it should be (and no operator deactivated it);
 - WARN: messages dropped (malformed, NaN/inf, incomplete or stale sets), input timeouts,
-  clamped or step-limited commands, the e-stop engaged, the safe action being published, or
-  the node waiting for ``ros2 lifecycle`` to activate it;
+  clamped or step-limited commands, the e-stop engaged, the safe action being published, the
+  node waiting for ``ros2 lifecycle`` to activate it, or for the stand-in to watch it
+  (:mod:`leapp_ros.node.stand_in_handshake`);
 - OK: otherwise.
 
 The node publishes a report every second and, between them, whenever a level changes
@@ -128,6 +129,8 @@ def _level(record: Mapping[str, Any], delta: Mapping[str, int]) -> tuple[bytes, 
         warnings.insert(0, "e-stop engaged: safe action")
     elif record.get("safe_action"):
         warnings.insert(0, "no input set within input_timeout_ms: safe action")
+    if record.get("held"):
+        warnings.insert(0, "active, waiting for the stand-in to watch this process")
     if not record.get("expected_active", True) and lifecycle != "active":
         warnings.insert(0, f"{lifecycle}: waiting for ros2 lifecycle to activate it")
     if errors:

@@ -228,6 +228,7 @@ class ManagedNode(LifecycleNode):
         """The stand-in's record came: end a hold once it watches this process."""
         if self._gate.held and self._stand_in.clear() and self._gate.unhold(time.monotonic()):
             self._reset_sets()
+            self._report_change()
             self.get_logger().info("the stand-in watches this process: commanding")
 
     def _safe_period(self) -> float:
@@ -342,6 +343,7 @@ class ManagedNode(LifecycleNode):
             "lifecycle": self._lifecycle,
             "estop": self._gate.estop,
             "safe_action": self._gate.safe,
+            "held": self._gate.held,  # active, waiting for the stand-in to watch this process
         }
 
     def _health_records(self) -> list[dict[str, Any]]:
