@@ -59,7 +59,7 @@ from leapp_ros.run.process_watch import ProcessWatch
 from leapp_ros.run.processes import STAND_IN_NAME, load_plan
 from leapp_ros.run.safe_outputs import SafeOutput
 
-__all__ = ["STAND_IN_TOPIC", "StandIn", "main"]
+__all__ = ["StandIn", "main"]
 
 PROGRAM = "leapp_stand_in"
 DIAGNOSTICS_PERIOD_S = 1.0
@@ -145,7 +145,11 @@ class StandIn(Node):
     def _on_ended(self, pid: int, how: str, orderly: bool) -> None:
         with self._lock:
             now = time.monotonic()
-            for node in self._coverage.ended(pid, now, how, orderly=orderly):
+            covered = self._coverage.ended(pid, now, how, orderly=orderly)
+            for node in covered:  # the safe action first, then the words
+                self._published[node] = 0
+                self._publish_safe_action(node)
+            for node in covered:
                 self._cover(node, now)
             self._publish_record()
 
@@ -165,6 +169,7 @@ class StandIn(Node):
             return max(min(*self._due.values(), self._report_due) - now, 0.0)
 
     def _cover(self, node: str, now: float) -> None:
+        """Log a new cover; its next safe action is one period after the first."""
         cover = self._coverage.covers[node]
         outputs = self._outputs.get(node, [])
         topics = ", ".join(publisher.topic_name for _, publisher, _ in outputs) or "none"
@@ -172,9 +177,8 @@ class StandIn(Node):
             f"node {node!r}: process {cover.pid} {cover.how} without its goodbye; publishing "
             f"the safe action of {topics} until it is back and active"
         )
-        self._published[node] = 0
         if outputs:
-            self._due[node] = now  # the watch's next turn: at once
+            self._due[node] = now + self._period[node]
         self._report_due = now
 
     def _uncover(self, node: str, record: dict[str, Any]) -> None:
