@@ -104,7 +104,8 @@ def test_the_arm_stays_up_and_gets_only_right_commands_when_its_command_process_
         assert loop.run_until(lambda: crash.first_safe is not None, LIMIT_TICKS, answer=False)
         loop.fresh_limits = True  # the dead process's last commands came before its hold
         assert loop.run_until(resumed, LIMIT_TICKS, answer=False), (
-            f"no command from the restarted process within {LIMIT_TICKS} ticks"
+            f"no command from the restarted process within {LIMIT_TICKS} ticks; "
+            f"{len(loop.wrong)} wrong: {loop.wrong[:3]}"
         )
         new = graph.pids[label]
         loop.run(NORMAL_TICKS, answer=False)
