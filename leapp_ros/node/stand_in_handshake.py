@@ -8,8 +8,8 @@ the node's first command must come after its last one, never between two. Withou
 a safe action could follow the first command of a restarted node (the stand-in learns of the
 activation over a topic of its own), and a process that crashed right after its start would
 go uncovered. The record is ``<namespace>/_leapp/stand_in`` (JSON, reliable, transient
-local): ``nodes`` (the pipeline nodes it is responsible for: a node it is not responsible
-for does not wait), ``watching`` (pipeline node -> pid of its last status record) and
+local): ``name`` (the stand-in's node), ``nodes`` (the pipeline nodes it is responsible
+for), ``watching`` (pipeline node -> pid of its last status record) and
 ``covering`` (pipeline node -> the dead process it stands in for).
 """
 
@@ -43,7 +43,7 @@ class StandInHandshake:
     ):
         self._names = names
         self._on_record = on_record
-        self._record: dict[str, Any] = {}
+        self._records: dict[str, dict[str, Any]] = {}  # stand-in node -> its latest record
         profile = QoSProfile(
             depth=1,
             reliability=ReliabilityPolicy.RELIABLE,
@@ -52,15 +52,19 @@ class StandInHandshake:
         node.create_subscription(String, STAND_IN_TOPIC, self._take, profile)
 
     def clear(self) -> bool:
-        """Whether the stand-in watches this process for each of the node's pipeline nodes it
-        is responsible for and stands in for none of them (False before its first record)."""
-        if not self._record:
-            return False
-        watching = self._record.get("watching", {})
-        covering = self._record.get("covering", {})
-        ours = [name for name in self._names() if name in self._record.get("nodes", ())]
-        pid = os.getpid()
-        return all(watching.get(n) == pid and n not in covering for n in ours)
+        """Whether a stand-in responsible for the node's pipeline nodes has spoken, and each
+        stand-in responsible for one of them watches this process for it and stands in for
+        none of them (one stand-in per host of a graph split over hosts; each speaks on the
+        same topic for the nodes of its host)."""
+        names, pid = self._names(), os.getpid()
+        responsible = False
+        for record in self._records.values():
+            ours = [name for name in names if name in record.get("nodes", ())]
+            watching, covering = record.get("watching", {}), record.get("covering", {})
+            if any(watching.get(n) != pid or n in covering for n in ours):
+                return False
+            responsible = responsible or bool(ours)
+        return responsible
 
     def _take(self, message: Any) -> None:
         try:
@@ -68,5 +72,5 @@ class StandInHandshake:
         except ValueError:
             return
         if isinstance(record, dict) and isinstance(record.get("watching"), dict):
-            self._record = record
+            self._records[str(record.get("name", ""))] = record
             self._on_record()

@@ -245,6 +245,7 @@ class StandIn(Node):
     def _publish_record(self) -> None:
         covers = self._coverage.covers
         record = {
+            "name": self.get_fully_qualified_name(),
             "pid": os.getpid(),
             "nodes": self._coverage.nodes,
             "watching": self._coverage.watching(),

@@ -224,7 +224,7 @@ def test_a_held_gate_admits_no_set_and_its_watchdog_sleeps_until_the_hold_ends()
     assert not gate.unhold(7.0), "nothing held"
 
 
-def test_a_node_waits_until_the_stand_in_watches_its_process_and_no_longer_stands_in():
+def test_a_node_waits_until_its_stand_in_watches_its_process_and_no_longer_stands_in():
     from types import SimpleNamespace
 
     from leapp_ros.node.stand_in_handshake import StandInHandshake
@@ -234,15 +234,20 @@ def test_a_node_waits_until_the_stand_in_watches_its_process_and_no_longer_stand
     handshake = StandInHandshake(node, lambda: ["policy"], lambda: taken.append(1))
 
     def take(**record):
-        handshake._take(SimpleNamespace(data=json.dumps({"nodes": ["policy"], **record})))
+        record = {"name": "/ns/_leapp_stand_in", "nodes": ["policy"], **record}
+        handshake._take(SimpleNamespace(data=json.dumps(record)))
 
     me, dead = os.getpid(), 1
     assert not handshake.clear(), "no record yet"
+    take(name="/ns/_leapp_stand_in_preprocess", nodes=["preprocess"], watching={}, covering={})
+    assert not handshake.clear(), "only another host's stand-in spoke"
     take(watching={"policy": dead}, covering={"policy": {"pid": dead}})
     assert not handshake.clear(), "watching the dead process"
     take(watching={"policy": me}, covering={"policy": {"pid": dead}})
     assert not handshake.clear(), "still standing in"
     take(watching={"policy": me}, covering={})
-    assert handshake.clear() and len(taken) == 3
-    take(nodes=["preprocess"], watching={}, covering={})
-    assert handshake.clear(), "a stand-in not responsible for the node does not hold it"
+    assert handshake.clear() and len(taken) == 4
+    take(name="/ns/_leapp_stand_in_preprocess", nodes=["preprocess"], watching={}, covering={})
+    assert handshake.clear(), "another host's stand-in, for other nodes, changes nothing"
+    take(watching={"policy": dead}, covering={"policy": {"pid": dead}})
+    assert not handshake.clear()
