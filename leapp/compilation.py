@@ -33,15 +33,21 @@ __all__ = ["CompiledPipeline", "GraphConfigs", "compile_graph", "compile_session
 
 @dataclass(frozen=True)
 class GraphConfigs:
-    """Pipeline-level settings written to ``pipeline.configs`` (``frequency`` in Hz)."""
+    """Pipeline-level settings written to ``pipeline.configs``: ``frequency`` in Hz, and
+    ``node_frequency``, the nodes that run at rates of their own (``{node: Hz}``; ours,
+    written as an extra key of ``configs``, which LEAPP's readers ignore; with NVIDIA's
+    ``GraphConfigs`` the same key is ``extra={"node_frequency": {...}}``)."""
 
     frequency: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    node_frequency: Mapping[str, float] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         values: dict[str, Any] = dict(self.extra)
         if self.frequency is not None:
             values["frequency"] = self.frequency
+        if self.node_frequency is not None:
+            values["node_frequency"] = dict(self.node_frequency)
         return values
 
 

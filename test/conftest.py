@@ -19,6 +19,10 @@ from support.shm import remove_stale_segments
 import leapp
 from leapp import session as session_module
 
+# MuJoCo picks its OpenGL backend when it is first imported (by a test module, after this):
+# EGL renders the simulator's cameras headless (Mesa's libEGL, or a GPU driver's).
+os.environ.setdefault("MUJOCO_GL", "egl")
+
 # Hypothesis profiles (HYPOTHESIS_PROFILE picks one): "ci", the default under CI=true, draws the
 # same 80 examples per test on every run (derandomized), so CI fails only when the code
 # changed; "dev", the default elsewhere, draws 80 new ones each run; "nightly" draws 5000 new

@@ -41,10 +41,24 @@ def _quadruped() -> None:
                    deploy.start_clock())  # fmt: skip
 
 
+def _rover() -> None:
+    import torch
+
+    sys.path.insert(0, str(EXAMPLES / "perception"))
+    try:
+        import rover_policy as rover
+    finally:
+        sys.path.remove(str(EXAMPLES / "perception"))
+    with torch.no_grad():  # the picture shows the structure: any weights draw the same
+        latent = rover.encode(rover.Encoder(), torch.full(rover.DEPTH, rover.MAX_RANGE))
+        rover.act(rover.Policy(), latent, torch.zeros(2), torch.zeros(3), rover.start_state())
+
+
 #: pipeline name -> the code that runs one tick of it inside a leapp session
 EXAMPLE_PIPELINES: dict[str, Callable[[], None]] = {
     "torch_pipeline": _seed,
     "quadruped": _quadruped,
+    "rover": _rover,
 }
 
 

@@ -27,10 +27,12 @@ from typing import Any, TypeVar
 from leapp.spec import Spec
 from leapp_ros.messages.multiarray import MessageError
 from leapp_ros.messages.topic_io import TopicReader, float_ports, nonfinite
+from leapp_ros.node.domain_guard import InputGuard
 from leapp_ros.node.input_sets import InputSets
 from leapp_ros.node.rate_limited_log import one_line
 from leapp_ros.node.safety import OutputGuard
 from leapp_ros.node.stamp_sync import StampSync
+from leapp_ros.plan.domain import InputBounds
 from leapp_ros.plan.initial_values import initial_values
 from leapp_ros.plan.limits import OutputLimits
 from leapp_ros.plan.pipeline import NodePlan, PipelinePlan
@@ -50,6 +52,7 @@ COUNTERS = (
     "safe_actions",
     "clamped",
     "step_limited",
+    "out_of_domain",
 )
 
 Warn = Callable[[str, str], None]  # (rate-limiting key, text): the node's _warn
@@ -66,7 +69,9 @@ class NodeData:
     state_links: tuple[tuple[int, int], ...] = ()  # (output, input) of the node's own state
     checked_outputs: tuple[int, ...] = ()  # outputs whose NaN/inf drop the run
     guard: OutputGuard | None = None  # limits and safe action of the outputs (None: none)
+    domain: InputGuard | None = None  # out-of-domain guards of the inputs (None: none)
     reads_only: bool = False  # the model never writes into its inputs (views of a payload do)
+    players: Any = None  # outputs played out at their own rates (node.target_player), or None
     runs: int = 0
     received: int = 0
     dropped: int = 0
@@ -79,8 +84,11 @@ class NodeData:
     safe_actions: int = 0
     clamped: int = 0
     step_limited: int = 0
+    out_of_domain: int = 0
+    last_violation: dict[str, Any] | None = None  # the last out-of-domain value, as recorded
     # per input topic: its reader and the messages taken from it (``received`` by topic)
     topic_received: list[tuple[TopicReader, list[int]]] = field(default_factory=list)
+    measured: list[tuple[TopicReader, list[int]]] = field(default_factory=list)  # of ramps
 
     @classmethod
     def load(
@@ -91,17 +99,21 @@ class NodeData:
         *,
         check_nonfinite: bool,
         limits: Mapping[str, OutputLimits] | None = None,
+        bounds: Mapping[str, InputBounds] | None = None,
+        rate_hz: float | None = None,
     ) -> _Data:
         """The node ``node`` of ``plan``: its model loaded and warmed up, its feedback and
         state inputs at their initial values; ``check_nonfinite`` (``on_nonfinite: drop``)
         makes NaN/inf in a float output drop the run; ``limits`` (by output port name) the
-        safe action and limits of its outputs.
+        safe action, limits and ramp-in of its outputs (``rate_hz``: the node's rate, which
+        counts a ramp's commands); ``bounds`` (by input port name) its inputs' domain.
 
         Raises:
             StartupError, PipelineError: the model or the initial values are unusable.
         """
         from leapp_ros.node.model import load_node_model
 
+        guard = OutputGuard.of_node(node, limits or {}, rate_hz)
         model = load_node_model(spec, node.name)
         initial = initial_values(plan.initial_values, node)
         return cls(
@@ -114,7 +126,8 @@ class NodeData:
                 if port.kind == "state" and port.source is not None
             ),
             checked_outputs=float_ports(node.outputs) if check_nonfinite else (),
-            guard=OutputGuard.of(node.name, node.outputs, limits or {}),
+            guard=guard,
+            domain=InputGuard.of(node, bounds or {}),
             reads_only=getattr(model, "reads_only", False),
         )
 
@@ -129,6 +142,17 @@ class NodeData:
     def received_on(self) -> dict[str, int]:
         """The messages taken from each input topic (full name), as ``received`` counts them."""
         return {reader.resolved: cell[0] for reader, cell in self.topic_received}
+
+    def measured_cell(self, reader: TopicReader) -> list[int]:
+        """The count of messages a ramp's measured input (``reader``) took: its newest
+        message is all it needs, so it is reported apart (:meth:`measured_on`)."""
+        cell = [0]
+        self.measured.append((reader, cell))
+        return cell
+
+    def measured_on(self) -> dict[str, int]:
+        """The messages taken from each measured input topic of a ramp (full name)."""
+        return {reader.resolved: cell[0] for reader, cell in self.measured}
 
     def _received_cell(self, reader: TopicReader) -> list[int]:
         """The count of ``reader``'s topic (one per topic, also when the middleware and the

@@ -5,13 +5,18 @@ pipeline node) into one ``DiagnosticStatus`` each, named ``<ns>/<node>``, hardwa
 export's name, with a value for every counter, the firing rate and the age of the last input
 set. The level says what happened since the last periodic report:
 
-- ERROR: the model failed or gave NaN/inf results, the node failed to configure, or it is not
-  active although ``autostart`` says it should be (and no operator deactivated it);
+- ERROR: the model failed or gave NaN/inf results, the node failed to configure, it is not
+  active although ``autostart`` says it should be (and no operator deactivated it), or an
+  out-of-domain value latched its safe action (port, element and value named);
 - WARN: messages dropped (malformed, NaN/inf, incomplete or stale sets), input timeouts,
-  clamped or step-limited commands, the e-stop engaged, the safe action being published, the
-  node waiting for ``ros2 lifecycle`` to activate it, or for the stand-in to watch it
+  clamped or step-limited commands, out-of-domain values (the last one's port, element and
+  value named), the e-stop engaged, the safe action being published, the node waiting for
+  ``ros2 lifecycle`` to activate it, or for the stand-in to watch it
   (:mod:`leapp_ros.node.stand_in_handshake`);
 - OK: otherwise.
+
+A ramp-in in progress adds ``blending <port> <k>/<N> from <start>`` to the message (and the
+value ``blending``), whatever the level.
 
 The node publishes a report every second and, between them, whenever a level changes
 (:meth:`HealthReport.changed`). rqt_robot_monitor, diagnostic_aggregator and
@@ -54,7 +59,7 @@ class HealthReport:
         self._prefix = namespace.rstrip("/")
         self._counts: dict[str, dict[str, int]] = {}  # at the last periodic report
         self._time: float | None = None
-        self._levels: dict[str, bytes] = {}  # as last published
+        self._levels: dict[str, tuple] = {}  # level, blending, latched: as last published
 
     def statuses(
         self, records: Sequence[Mapping[str, Any]], now: float, *, periodic: bool = True
@@ -80,6 +85,9 @@ class HealthReport:
                 KeyValue(key="lifecycle", value=str(record.get("lifecycle", ""))),
                 KeyValue(key="estop", value=str(bool(record.get("estop"))).lower()),
                 KeyValue(key="safe_action", value=str(bool(record.get("safe_action"))).lower()),
+                KeyValue(key="latched", value=str(bool(record.get("latched"))).lower()),
+                KeyValue(key="blending", value=_blending(record)),
+                KeyValue(key="last_out_of_domain", value=_violation(record)),
             ]
             statuses.append(
                 DiagnosticStatus(
@@ -90,7 +98,7 @@ class HealthReport:
                     values=values,
                 )
             )
-            self._levels[name] = level
+            self._levels[name] = _shown(record, level)
             if periodic:
                 self._counts[name] = {c: record.get(c, 0) for c in COUNTERS}
         if periodic:
@@ -103,7 +111,7 @@ class HealthReport:
             name = f"{self._prefix}/{record['node']}"
             before = self._counts.get(name, {})
             delta = {c: record.get(c, 0) - before.get(c, 0) for c in COUNTERS}
-            if _level(record, delta)[0] != self._levels.get(name):
+            if _shown(record, _level(record, delta)[0]) != self._levels.get(name):
                 return True
         return False
 
@@ -125,16 +133,44 @@ def _level(record: Mapping[str, Any], delta: Mapping[str, int]) -> tuple[bytes, 
     if record.get("expected_active", True) and lifecycle != "active":
         errors.insert(0, f"{lifecycle or 'not started'}, but autostart is true")
     warnings = [f"{delta[c]} {text}" for c, text in _WARNINGS.items() if delta.get(c, 0) > 0]
+    if record.get("latched"):
+        errors.insert(
+            0,
+            f"safe action latched ({record.get('latch_cause')}) until ~/enable true or a "
+            "lifecycle transition",
+        )
+    if delta.get("out_of_domain", 0) > 0:
+        warnings.append(f"{delta['out_of_domain']} out of domain (last: {_violation(record)})")
     if record.get("estop"):
         warnings.insert(0, "e-stop engaged: safe action")
-    elif record.get("safe_action"):
+    elif record.get("safe_action") and not record.get("latched"):
         warnings.insert(0, "no input set within input_timeout_ms: safe action")
     if record.get("held"):
         warnings.insert(0, "active, waiting for the stand-in to watch this process")
     if not record.get("expected_active", True) and lifecycle != "active":
         warnings.insert(0, f"{lifecycle}: waiting for ros2 lifecycle to activate it")
+    blending = [f"blending {_blending(record)}"] if record.get("blending") else []
     if errors:
-        return ERROR, "; ".join(errors + warnings)
+        return ERROR, "; ".join(errors + warnings + blending)
     if warnings:
-        return WARN, "; ".join(warnings)
-    return OK, "active" if lifecycle == "active" else lifecycle
+        return WARN, "; ".join(warnings + blending)
+    return OK, "; ".join(["active" if lifecycle == "active" else lifecycle, *blending])
+
+
+def _blending(record: Mapping[str, Any]) -> str:
+    """``joint_targets 2/5 from measured`` for each port in a ramp-in ("" for none)."""
+    return ", ".join(
+        f"{port} {p['command']}/{p['of']} from {p['from']}"
+        for port, p in (record.get("blending") or {}).items()
+    )
+
+
+def _violation(record: Mapping[str, Any]) -> str:
+    """The last out-of-domain value, described ("" for none)."""
+    last = record.get("last_out_of_domain")
+    return "" if not last else f"{last['text']} (on_out_of_domain: {last['action']})"
+
+
+def _shown(record: Mapping[str, Any], level: bytes) -> tuple:
+    """What a change of publishes diagnostics at once: the level, a ramp-in, the latch."""
+    return level, bool(record.get("blending")), bool(record.get("latched"))

@@ -37,8 +37,11 @@ Semantics, as in the other modes:
   for each, so supervisors and test harnesses treat the process like a container of them.
 
 Parameters: those of :mod:`leapp_ros.plan.settings` (``pipeline_node`` excepted), applied to the
-whole pipeline, ``ports.<port>.*`` applying to every node's port of that name, and
-``publish_intermediate`` (bool, default true).
+whole pipeline, ``ports.<port>.*`` applying to every node's port of that name (a result played
+out at ``ports.<port>.output_rate_hz`` is interpolated over one tick period,
+:mod:`leapp_ros.plan.output_rates`), and ``publish_intermediate`` (bool, default true). A spec
+whose nodes run at rates of their own (``pipeline.configs.node_frequency``) needs the fused
+node's own ``firing`` / ``rate_hz``: one tick runs every node.
 """
 
 from __future__ import annotations
@@ -49,18 +52,28 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from leapp.spec import Spec
-from leapp_ros.messages.packed_inputs import PackedInput
 from leapp_ros.messages.topic_io import OutputWriter, TopicReader, nonfinite, now_stamp
 from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
-from leapp_ros.node.fused_stages import Stage, load_stages
-from leapp_ros.node.input_sets import InputSets
+from leapp_ros.node.fused_stages import (
+    OWNER,
+    Stage,
+    external_readers,
+    load_stages,
+    stage_input_sets,
+    tick_firing,
+)
 from leapp_ros.node.match_count import MatchCount
+from leapp_ros.node.measured_position import subscribe_measured
+from leapp_ros.node.partner_take import partner_take
 from leapp_ros.node.pipeline_node import PipelineNode
 from leapp_ros.node.stamp_sync import gather_by_stamp, stamp_sync
-from leapp_ros.plan.firing_settings import firing_rule, trigger_ports
+from leapp_ros.node.target_player import TargetPlayers, output_writers
+from leapp_ros.plan.domain import declare_input_bounds
+from leapp_ros.plan.firing_settings import trigger_ports
 from leapp_ros.plan.limits import declare_output_limits
-from leapp_ros.plan.pipeline import PipelinePlan, make_plan
+from leapp_ros.plan.output_rates import consumed_outputs, declare_output_rates, output_rates
+from leapp_ros.plan.pipeline import make_plan
 from leapp_ros.plan.settings import (
     StartupError,
     declare_port_overrides,
@@ -72,7 +85,6 @@ __all__ = ["FusedPipelineNode", "main"]
 
 PROGRAM = "leapp_fused"
 NODE_NAME = "leapp_fused"
-_OWNER = "leapp_fused (its triggers are external inputs; values between nodes come in the tick)"
 
 USAGE = f"""usage: {PROGRAM} --ros-args [-r __node:=<name>] [-r __ns:=/<namespace>]
                    -p spec_path:=<export folder or yaml> [-p firing:=inputs|timer]
@@ -114,6 +126,9 @@ class FusedPipelineNode(PipelineNode):
             spec = load_spec(str(settings["spec_path"]))
         self.spec = spec
         limits = declare_output_limits(self, *spec.models)
+        action = settings["on_out_of_domain"]
+        bounds = declare_input_bounds(self, *spec.models, default_action=action)
+        rates = declare_output_rates(self, *spec.models)
         overrides = declare_port_overrides(self, *spec.models)
         plan = make_plan(
             spec,
@@ -130,17 +145,32 @@ class FusedPipelineNode(PipelineNode):
         self.pipeline_node = ",".join(node.name for node in plan.nodes)
         self.plan_of_pipeline = plan
         self._publish_nonfinite = settings["on_nonfinite"] == "publish"
+        self.firing = tick_firing(plan, settings)
         self._stages = load_stages(
-            spec, plan, check_nonfinite=not self._publish_nonfinite, limits=limits
+            spec,
+            plan,
+            check_nonfinite=not self._publish_nonfinite,
+            limits=limits,
+            bounds=bounds,
+            rate_hz=self.firing.rate_hz,
         )
-        self.firing = _firing(plan, settings)
+        self._rates = {  # per stage, its outputs played out at their own rates
+            id(stage): output_rates(
+                rates,
+                stage.plan,
+                self.firing,
+                consumed_outputs(plan, stage.name),
+                owner=f"leapp_fused node {stage.name!r}",
+            )
+            for stage in self._stages
+        }
         externals = [
             (stage.name, port)
             for stage in self._stages
             for port in stage.plan.inputs
             if port.kind == "external"
         ]
-        self._chosen = trigger_ports(_OWNER, settings["triggers"], externals)
+        self._chosen = trigger_ports(OWNER, settings["triggers"], externals)
         self._ticks = 0
 
     def _create_entities(self) -> None:
@@ -154,13 +184,15 @@ class FusedPipelineNode(PipelineNode):
         }
         # The external inputs, as triggers of a tick or newest values (the callbacks hold on
         # to these objects).
-        self._sets = self._input_sets()
+        self._sets = stage_input_sets(self._stages, self.firing, self._chosen)
         self._triggers = self._sets.triggers
         self._readers: list[TopicReader] = []
-        sync = stamp_sync(self.firing) if self.firing.mode == "inputs" else None
-        partners = self._partner_take(sync)
+        sync = stamp_sync(self.firing)
+        partners = partner_take(self.firing, self._sets, sync)
         for number, stage in enumerate(self._stages):
-            for reader in _external_readers(stage):
+            rates = self._rates[id(stage)]
+            writers = output_writers(stage.plan.outputs, rates, raw=self._raw)
+            for reader in external_readers(stage):
                 indices = reader.indices
                 if sync is not None:
                     triggering = [i for i in indices if (number, i) in self._triggers]
@@ -194,7 +226,7 @@ class FusedPipelineNode(PipelineNode):
                 intermediate = index in consumed[id(stage)]
                 if intermediate and not self._publish_intermediate:
                     continue
-                writer = OutputWriter(port, raw=self._raw)
+                writer = writers[index]
                 count = MatchCount()
                 publisher = self.create_publisher(
                     writer.message_class,
@@ -210,36 +242,25 @@ class FusedPipelineNode(PipelineNode):
                     stage.publish_later.append((index, publisher, writer, _always))
                 else:  # no subscriber, no message: skip encoding one nobody takes
                     stage.publish_later.append((index, publisher, writer, count))
+            if rates:
+                stage.players = TargetPlayers(
+                    self, stage, rates, self._target_publisher(stage), self._warn
+                )
         self._stamped = any(
             entry[2].stamped
             for stage in self._stages
             for entry in (*stage.publish_now, *stage.publish_later)
         )
         self._output_publishers = [p for stage in self._stages for p in stage.publishers]
+        for stage, topic, matched in subscribe_measured(self, self.plan_of_pipeline, self._stages):
+            stage.input_counts.append((topic, matched))
         self._create_status_and_timers()
-
-    def _input_sets(self) -> InputSets:
-        """The external inputs of every stage, keyed ``(stage number, input)``: the chosen
-        triggers (parameter ``triggers``; by default all of them) form the sets that fire a
-        tick, the others are newest-value inputs (all of them on a timer)."""
-        externals = [
-            (number, index)
-            for number, stage in enumerate(self._stages)
-            for index, port in enumerate(stage.plan.inputs)
-            if port.kind == "external"
-        ]
-        if self.firing.mode != "inputs":
-            triggers: frozenset[tuple[int, int]] = frozenset()
-        elif self._chosen is None:
-            triggers = frozenset(externals)
-        else:
-            triggers = frozenset(externals[position] for position in self._chosen)
-        newest = {key: (self._stages[key[0]], key[1]) for key in externals if key not in triggers}
-        return InputSets(triggers, newest, self.firing.max_input_age_s)
 
     # --- data path ----------------------------------------------------------------------
 
     def _fire_on_inputs(self, now: float) -> None:
+        if self.firing.mode == "timer":
+            return  # a whole set gathered by stamp: the next tick runs on it
         sets = self._sets
         old = sets.old_triggers(now)
         if old:
@@ -257,7 +278,7 @@ class FusedPipelineNode(PipelineNode):
 
     def _on_timer(self) -> None:
         sets = self._sets
-        now = self._timer_guard(sets.stamps[key] for key in sets.newest)
+        now = self._timer_guard(sets.stamps[key] for key in sets.checked)
         if now is None:
             return
         unusable = sets.unusable(now)
@@ -277,6 +298,11 @@ class FusedPipelineNode(PipelineNode):
         for number, stage in enumerate(self._stages):
             if not stage.producers <= ran:
                 continue  # a producer published nothing this tick
+            if stage.domain is not None and (outside := stage.domain.check(stage.values)):
+                self._out_of_domain(stage, outside)
+                if self._gate.latched:
+                    return  # the safe action went out: nothing of this tick follows
+                continue
             try:
                 results = stage.call(stage.values)
             except Exception as e:
@@ -286,15 +312,24 @@ class FusedPipelineNode(PipelineNode):
                 stage.report_nonfinite_outputs(bad, self._warn)
                 continue
             if stage.guard is not None:
+                if (outside := stage.guard.out_of_domain(results)) is not None:
+                    self._out_of_domain(stage, outside)
+                    if self._gate.latched:
+                        return
+                    continue
                 results = stage.guard.apply(results, stage)
+                if stage.guard.ramps:
+                    self._blended(stage)
             for output, index in stage.state_links:
                 stage.values[index] = results[output]
             for output, consumer, index in stage.data_links:
                 consumer.values[index] = results[output]
             for output, consumer, index in stage.feedback_links:
                 feedback.append((consumer, index, results[output]))
+            shown = results if stage.players is None else stage.players.take(results)
             for output, publisher, writer in stage.publish_now:
-                publisher.publish(writer.write(results[output], stamp, tick))
+                if shown[output] is not None:  # (a played output's player publishes it)
+                    publisher.publish(writer.write(shown[output], stamp, tick))
             if stage.publish_later:
                 later += [(p, w, results[o], want) for o, p, w, want in stage.publish_later]
             stage.runs += 1
@@ -307,6 +342,17 @@ class FusedPipelineNode(PipelineNode):
         self._ticks += 1
         if len(ran) == len(self._stages):  # every result published: the watchdog is fed
             self._gate.last_command = time.monotonic()
+
+    def _target_publisher(self, stage: Stage) -> Callable[[int, Any], None]:
+        """``publish(index, value)``: one target of ``stage``'s output ``index``."""
+        entries = {output: (publisher, writer) for output, publisher, writer in stage.publish_now}
+        clock = self.get_clock()
+
+        def publish(index: int, value: Any) -> None:
+            publisher, writer = entries[index]
+            publisher.publish(writer.write(value, now_stamp(clock, self._raw)))
+
+        return publish
 
     # --- operations (see ManagedNode) ----------------------------------------------------
 
@@ -342,31 +388,6 @@ class FusedPipelineNode(PipelineNode):
 
 def _always() -> int:
     return 1  # a latched (transient_local) intermediate: late subscribers get the last value
-
-
-def _firing(plan: PipelinePlan, settings: dict[str, Any]) -> Any:
-    """The tick rule: the nodes' firing parameters applied to the pipeline as one node (its
-    triggers name external inputs: values between nodes come within the tick)."""
-    from dataclasses import replace
-
-    externals = [
-        (node.name, p) for node in plan.nodes for p in node.inputs if p.kind == "external"
-    ]
-    whole = replace(plan.nodes[0], name=plan.name, inputs=tuple(p for _, p in externals))
-    return firing_rule(whole, settings, externals, owner=_OWNER)
-
-
-def _external_readers(stage: Stage) -> list[Any]:
-    """One reader per external input topic of ``stage``, and its packed input if it has one."""
-    topics: dict[str, list[int]] = {}
-    for index, port in enumerate(stage.plan.inputs):
-        if port.kind == "external":
-            topics.setdefault(port.topic, []).append(index)
-    copy = not stage.reads_only
-    readers: list[Any] = [TopicReader(stage.plan.inputs, i, copy=copy) for i in topics.values()]
-    if stage.plan.packed is not None:
-        readers.append(PackedInput(stage.plan, copy=copy))
-    return readers
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,7 +12,11 @@ A node's inputs fed over a topic are of two sorts (parameter ``triggers``,
   it); the set is used up, so the triggers must come anew.
 
 On a timer every input is a newest-value input (that is how a timer, per node or per
-pipeline, fits here: it asks :meth:`InputSets.unusable` before each run).
+pipeline, fits here: it asks :meth:`InputSets.unusable` before each run), except with
+``sync: exact | approximate``: then the triggers are gathered by stamp as they come, a set
+becomes their current values only once it is whole, and each tick runs on the newest whole set
+(:attr:`InputSets.checked` holds them with the newest-value inputs: a tick needs a set, no
+older than ``max_input_age``).
 
 **Ticks.** A MultiArray can name its instant (:mod:`leapp_ros.messages.tick_label`). When the
 triggers' messages carry ticks, a set is made of messages of one tick: a message is queued
@@ -65,6 +69,7 @@ class InputSets:
         newest: the newest-value inputs: per key, the data path holding it (counted
             ``stale`` for it) and its position in that data path's ``values``.
         max_age_s: the oldest an input may be when the node runs (None: no limit).
+        gathered: on a timer, the triggers (gathered by stamp) as ``newest`` gives inputs.
     """
 
     def __init__(
@@ -72,9 +77,11 @@ class InputSets:
         triggers: frozenset[Key],
         newest: Mapping[Key, tuple[Any, int]],
         max_age_s: float | None = None,
+        gathered: Mapping[Key, tuple[Any, int]] | None = None,
     ):
         self.triggers = triggers
         self.newest = dict(newest)
+        self.checked = {**(gathered or {}), **self.newest}  # what a tick of a timer needs
         self.max_age_s = max_age_s
         self.pending: set[Key] = set(triggers)  # triggers the set being gathered waits for
         self.rejected: set[Key] = set()  # triggers whose message of this set was rejected
@@ -94,7 +101,9 @@ class InputSets:
             for index, port in enumerate(plan.inputs)
             if port.triggers and index not in triggers
         }
-        return cls(triggers, newest, plan.firing.max_input_age_s)
+        gathered = {index: (data, index) for index in triggers}
+        timer = plan.firing.mode == "timer"
+        return cls(triggers, newest, plan.firing.max_input_age_s, gathered if timer else None)
 
     def reset(self) -> None:
         """Start gathering a new set (after a run, a drop, an activation)."""
@@ -134,11 +143,11 @@ class InputSets:
         return [key for key in self.triggers if now - stamps[key] > age]
 
     def unusable(self, now: float) -> Unusable | None:
-        """The first newest-value input a run at ``now`` cannot use (None: every one is
-        fine): one that never arrived, or one older than ``max_age_s``."""
+        """The first newest-value input (on a timer: or trigger) a run at ``now`` cannot use
+        (None: every one is fine): one that never arrived, or one older than ``max_age_s``."""
         age = self.max_age_s
         stamps = self.stamps
-        for key, (data, index) in self.newest.items():
+        for key, (data, index) in self.checked.items():
             if data.values[index] is None:
                 return Unusable(data, index, True, "has not arrived yet")
             if age and now - stamps[key] > age:

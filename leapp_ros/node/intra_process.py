@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["IntraProcessBus", "publish_through"]
+__all__ = ["IntraProcessBus", "handed_tick", "publish_through"]
 
 Reader = Callable[[Any], None]
 
@@ -106,3 +106,8 @@ def publish_through(
     for readers, publisher, writer, count, value in handed:
         if count() > len(readers):
             publisher.publish(writer.write(value, stamp, tick))
+
+
+def handed_tick(item: tuple[Any, int | None]) -> int | None:
+    """The tick of a value the bus handed over (``(value, tick)``)."""
+    return item[1]

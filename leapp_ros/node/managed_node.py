@@ -21,12 +21,15 @@ is then a :class:`StartupError`, exit code 2). Whatever the state, the node offe
 ``_leapp/status`` (once configured) and ``/diagnostics``
 (:mod:`leapp_ros.node.status_report`). E-stop, ``input_timeout_ms`` and the safe action follow
 :class:`~leapp_ros.node.safety.CommandGate`; while either holds, the node publishes its safe
-action once per period it would fire (``1 / rate_hz``, else the timeout, else 0.1 s).
+action once per period it would fire (``1 / rate_hz``, else the timeout, else 0.1 s). The safe
+action halts the outputs played out at their own rates
+(:mod:`leapp_ros.node.target_player`) at once.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,22 +37,22 @@ from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from std_srvs.srv import SetBool
 
 from leapp.errors import LeappError
-from leapp_ros.messages.topic_io import now_stamp, raw_path
+from leapp_ros.messages.topic_io import raw_path
+from leapp_ros.node.command_safety import CommandSafety
 from leapp_ros.node.estop_subscription import EstopSubscription
 from leapp_ros.node.rate_limited_log import RateLimitedLog, one_line
 from leapp_ros.node.safety import CommandGate
 from leapp_ros.node.stand_in_handshake import StandInHandshake
-from leapp_ros.node.status_report import StatusReport
+from leapp_ros.node.status_report import StatusReport, status_record
 from leapp_ros.plan.settings import StartupError, declare_parameters
 
 __all__ = ["ManagedNode"]
 
 STOP_ACK_TIMEOUT_S = 0.5
-DEFAULT_SAFE_PERIOD_S = 0.1
 _SUCCESS, _FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
 
 
-class ManagedNode(LifecycleNode):
+class ManagedNode(CommandSafety, LifecycleNode):
     """The lifecycle, e-stop, watchdog and health reporting of a pipeline node (see the
     module documentation). Subclasses call :meth:`_start` at the end of their constructor
     and provide the data path: ``_configure``, ``_data_paths``, ``_publish_safe_values``,
@@ -114,6 +117,7 @@ class ManagedNode(LifecycleNode):
         before = self._entities()
         try:
             self._configure(self._spec_given, self.settings)
+            self._create_guard_topic()
         except Exception as e:
             self._configured_entities = [e for e in self._entities() if e not in before]
             self._release()
@@ -136,9 +140,12 @@ class ManagedNode(LifecycleNode):
     def on_activate(self, state: Any) -> TransitionCallbackReturn:
         self._expected_active = True
         self._reset_sets()
+        if self._gate.latched:
+            self.get_logger().info("latch released (activate): commanding from a fresh set")
         self._gate.activate(time.monotonic())
         if self._stand_in is not None and not self._stand_in.clear():
             self._gate.hold()  # until the stand-in watches this process (_on_stand_in)
+        self._begin_blends()
         self._lifecycle = "active"
         self._update_guard_timer()
         self._publish_status("ready")
@@ -197,154 +204,41 @@ class ManagedNode(LifecycleNode):
             destroy(entity)
         self._configured_entities = []
         self._leapp_timers = []
+        self._guard_publisher = self._guard_links = None
         self._release_data_path()
 
     def _release_data_path(self) -> None:
         """What a subclass drops on cleanup besides the entities (overridden)."""
 
-    # --- e-stop, watchdog, safe action ----------------------------------------------------
-
-    def _on_enable(self, request: Any, response: Any) -> Any:
-        self._set_estop(not request.data, "service ~/enable")
-        response.success = True
-        response.message = "e-stop engaged: safe action" if self._gate.estop else "enabled"
-        return response
-
-    def _set_estop(self, engaged: bool, source: str) -> None:
-        gate = self._gate
-        if engaged and gate.engage():
-            self.get_logger().warning(f"e-stop engaged ({source}): publishing the safe action")
-            if gate.active:
-                self._publish_safe_action()
-        elif not engaged and gate.release(time.monotonic()):
-            self._reset_sets()
-            self.get_logger().info(f"e-stop released ({source}): commanding from a fresh set")
-        else:
-            return
-        self._update_guard_timer()
-        self._report_change()
-
-    def _on_stand_in(self) -> None:
-        """The stand-in's record came: end a hold once it watches this process."""
-        if self._gate.held and self._stand_in.clear() and self._gate.unhold(time.monotonic()):
-            self._reset_sets()
-            self._report_change()
-            self.get_logger().info("the stand-in watches this process: commanding")
-
-    def _safe_period(self) -> float:
-        rate = getattr(getattr(self, "firing", None), "rate_hz", None)
-        if rate:
-            return 1.0 / rate
-        return self._gate.timeout_s or DEFAULT_SAFE_PERIOD_S
-
-    def _update_guard_timer(self) -> None:
-        """An active node firing on inputs needs a timer for its watchdog and e-stop."""
-        firing = getattr(self, "firing", None)
-        gate = self._gate
-        needed = (
-            firing is not None
-            and firing.mode == "inputs"
-            and gate.active
-            and (gate.timeout_s is not None or gate.estop)
-        )
-        if needed and self._guard_timer is None:
-            self._guard_timer = self.create_timer(self._safe_period(), self._on_guard_timer)
-        elif not needed:
-            self._drop_guard_timer()
-
-    def _drop_guard_timer(self) -> None:
-        if self._guard_timer is not None:
-            self.destroy_timer(self._guard_timer)
-            self._guard_timer = None
-
-    def _on_guard_timer(self) -> None:
-        gate = self._gate
-        if gate.estop:
-            self._publish_safe_action()
-            return
-        was = gate.timed_out
-        if gate.overdue(time.monotonic()):
-            self._timed_out(was)
-
-    def _run_if_admitted(self, now: float) -> None:
-        """Run on the set that formed at ``now`` if the gate admits it (active, no e-stop,
-        fresh after an activation or a release); a run after a timeout resumes commands."""
-        gate = self._gate
-        resumed = gate.timed_out
-        sets = self._sets
-        if gate.admit(now, sets.stamps, sets.triggers or sets.newest):
-            if resumed:
-                self._resumed()
-            self._run()
-
-    def _timer_guard(self, arrivals: Any) -> float | None:
-        """A timer tick's check before the data path (``arrivals``: the triggering inputs'
-        arrival times): None when the node is inactive, or publishes its safe action
-        instead (e-stop, input timeout); else the tick's time."""
-        gate = self._gate
-        if not gate.active or gate.held:
-            return None
-        if gate.estop:
-            self._publish_safe_action()
-            return None
-        now = time.monotonic()
-        was = gate.timed_out
-        if gate.overdue(now, min(arrivals, default=now)):
-            self._timed_out(was)
-            return None
-        return now
-
-    def _timed_out(self, was: bool) -> None:
-        """The watchdog fired: count it, publish the safe action, say so."""
-        if not was:  # one timeout per stretch without inputs (safe_actions counts messages)
-            for data in self._data_paths():
-                data.timeouts += 1
-        self._publish_safe_action()
-        self._warn(
-            "\0timeout",
-            f"node {self.pipeline_node!r}: no input set for {self._gate.timeout_s * 1000:g} ms "
-            "(input_timeout_ms): publishing the safe action until inputs come back",
-        )
-        if not was:
-            self._report_change()
-
-    def _resumed(self) -> None:
-        """A set came after a timeout: normal commands again."""
-        self.get_logger().info("inputs are back: commanding again")
-        self._report_change()
-
-    def _publish_safe_action(self) -> None:
-        if self._lifecycle in ("unconfigured", "finalized"):
-            return
-        stamp = now_stamp(self.get_clock(), self._raw)
-        for data in self._data_paths():
-            if data.guard is None:
-                continue
-            values = data.guard.safe_values()
-            if all(value is None for value in values):
-                continue
-            try:
-                self._publish_safe_values(data, values, stamp)
-            except Exception as e:  # never die of it: say so, and try again next period
-                data.errors += 1
-                self._warn(
-                    f"\0safe {data.name}",
-                    f"node {data.name!r}: could not publish the safe action: {one_line(e)}",
-                )
-                continue
-            data.guard.published(values)
-            data.safe_actions += 1
-
     # --- status and diagnostics -----------------------------------------------------------
 
     def _operation(self) -> dict[str, Any]:
-        """The status fields of the node's operating state."""
+        """The status fields of the node's operating state and firing rule (``firing``:
+        ``inputs`` or ``timer``, and its ``rate_hz``; null before configure)."""
+        firing = getattr(self, "firing", None)
         return {
             "lifecycle": self._lifecycle,
             "estop": self._gate.estop,
             "safe_action": self._gate.safe,
             "held": self._gate.held,  # active, waiting for the stand-in to watch this process
+            **self._guard_fields(),
+            "firing": None if firing is None else firing.mode,
+            "rate_hz": None if firing is None else firing.rate_hz,
         }
+
+    def _status_record(
+        self, data: Any, publishers: Sequence[Any], inputs: Sequence[Any], state: str
+    ) -> dict[str, Any]:
+        """The record of ``data`` (a data path) with this node's operating state, CPU
+        placement, its ramp-in (``blending``: per port in a blend, its progress) and its last
+        out-of-domain value."""
+        operation, cpu = self._operation(), self._cpu.status()
+        record = status_record(data, publishers, inputs, state, operation, cpu)
+        record["blending"] = {} if data.guard is None else data.guard.blending()
+        record["last_out_of_domain"] = data.last_violation
+        if data.measured:
+            record["measured_on"] = data.measured_on()
+        return record
 
     def _health_records(self) -> list[dict[str, Any]]:
         extra = {

@@ -71,3 +71,9 @@ class OutputTopics:
         for publisher, writer, value in zip(self.publishers, self.writers, values, strict=True):
             if value is not None:
                 publisher.publish(writer.write(value, stamp, tick))
+
+    def publish_one(self, index: int, value: Any, stamp: Any = None) -> None:
+        """Publish ``value`` on output ``index`` alone (a target between results)."""
+        values: list[Any] = [None] * len(self.writers)
+        values[index] = value
+        self.publish(values, stamp)

@@ -28,7 +28,7 @@ import logging
 from collections.abc import Callable, Collection, Hashable
 from typing import Any
 
-__all__ = ["PartnerTake"]
+__all__ = ["PartnerTake", "partner_take"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,3 +82,12 @@ class PartnerTake:
                     callback(taken[0])
         finally:
             self._busy = False
+
+
+def partner_take(firing: Any, sets: Any, sync: Any) -> PartnerTake | None:
+    """What completes a set from the waiting messages of its other subscriptions, for a node
+    that fires on input sets gathered by arrival (``firing.mode`` inputs, no ``sync``; the
+    node's input ``sets``); None otherwise."""
+    if firing.mode != "inputs" or sync is not None:
+        return None
+    return PartnerTake(sets.pending)

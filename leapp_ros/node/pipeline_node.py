@@ -6,36 +6,24 @@ Start one node of an export::
         -p spec_path:=exports/torch_pipeline [-p firing:=timer -p rate_hz:=50.0]
 
 (or ``python -m leapp_ros.node.pipeline_node ...``). The node loads the spec (checking every
-artifact's sha256), maps it with :func:`leapp_ros.plan.pipeline.make_plan` under its own
-namespace, loads and warms up its model, subscribes to one topic per input and advertises one per
-output, then runs the model whenever its firing rule says so and publishes every output.
+artifact's sha256), plans it (:func:`leapp_ros.plan.pipeline.make_plan`) under its namespace,
+loads and warms up its model, subscribes to one topic per input, advertises one per output and
+runs the model whenever its firing rule says so. Its ROS parameters are documented in
+:mod:`leapp_ros.plan.settings`, :mod:`leapp_ros.plan.limits` and
+:mod:`leapp_ros.plan.output_rates` (targets at a controller's rate); all are read once, any
+other is refused. It fires on the sets its triggers form with the newest value of its other
+inputs (:mod:`leapp_ros.node.input_sets`), takes several external MultiArray inputs as one
+packed message too (:mod:`leapp_ros.messages.packed_inputs`), and every output carries the
+tick of its set (:mod:`leapp_ros.messages.tick_label`). It is a lifecycle node
+(:mod:`leapp_ros.node.managed_node`: e-stop, input watchdog, safe action, ``/diagnostics``);
+with ``autostart`` (default) it configures and activates at once. Feedback inputs never
+trigger and start from ``pipeline.initial_values``; state inputs stay inside the node.
 
-The ROS parameters (``spec_path``, ``firing``, ``triggers``, ``rate_hz``, ``max_input_age``,
-``cpu_latency_us``, ``cpu_affinity``, ``on_nonfinite``, ``sync``, ``autostart``,
-``input_timeout_ms``, ``estop_topic``, ``ports.<port>.*``, ``qos_overrides``) are documented in
-:mod:`leapp_ros.plan.settings` and :mod:`leapp_ros.plan.limits`; all are read once, and any
-other is refused. The node fires on the sets its triggers form and uses the newest value of
-its other inputs (:mod:`leapp_ros.node.input_sets`); a node with several external MultiArray
-inputs also takes them as one packed message (:mod:`leapp_ros.messages.packed_inputs`), and
-every output carries the tick of the set it was computed from
-(:mod:`leapp_ros.messages.tick_label`). The node
-is a lifecycle node (:mod:`leapp_ros.node.managed_node`: configure, activate, e-stop, input
-watchdog, safe action, ``/diagnostics``); with ``autostart`` (default) it configures and
-activates at once.
-
-Feedback inputs (another node's output, consumed on the next tick) never trigger and start
-from ``pipeline.initial_values`` (a safetensors file keyed ``<node>/<port>``); state inputs (the
-node's own output fed back) stay inside the node: each run's output is the next run's input.
-
-A malformed message (wrong length or layout, a JointState lacking a joint) is dropped,
-counted and logged (at most once a second per topic); an exception in the model is counted
-and logged (at most once a second) and the node keeps running. Created with an intra-process
-bus (composed), it exchanges values with the other pipeline nodes of its process directly
-(:mod:`leapp_ros.node.intra_process`). Every node publishes its status as JSON on
-``_leapp/status`` when ready, then every second and soon after each change, and
-``"state": "stopping"`` once on shutdown (the record's fields, ``pid`` among them, by
-which ``leapp-ros run`` knows its processes ready:
-:mod:`leapp_ros.node.status_report`); it logs ``leapp node '<name>' ready`` when ready.
+A malformed message is dropped, counted and logged (at most once a second per topic); so is a
+run whose model raised, and the node keeps running. With an intra-process bus (composed) it
+exchanges values with the other pipeline nodes of its process directly
+(:mod:`leapp_ros.node.intra_process`). Its status goes out as JSON on ``_leapp/status``
+(:mod:`leapp_ros.node.status_report`); it logs ``leapp node '<name>' ready`` when ready.
 Exit codes: 0 after SIGINT/SIGTERM, 2 for a startup problem (one error line on stderr).
 """
 
@@ -53,26 +41,23 @@ from rclpy.qos_overriding_options import QoSOverridingOptions
 from leapp.errors import LeappError
 from leapp.spec import Spec
 from leapp_ros.messages.packed_inputs import PackedInput
-from leapp_ros.messages.topic_io import (
-    OutputWriter,
-    TopicReader,
-    nonfinite,
-    now_stamp,
-    topic_readers,
-)
+from leapp_ros.messages.topic_io import TopicReader, nonfinite, now_stamp, topic_readers
 from leapp_ros.node.cpu_placement import CpuPlacement
 from leapp_ros.node.data_path import NodeData
 from leapp_ros.node.executor import node_main
 from leapp_ros.node.input_sets import InputSets
-from leapp_ros.node.intra_process import IntraProcessBus
+from leapp_ros.node.intra_process import IntraProcessBus, handed_tick
 from leapp_ros.node.managed_node import ManagedNode
 from leapp_ros.node.match_count import MatchCount
+from leapp_ros.node.measured_position import subscribe_measured
 from leapp_ros.node.output_topics import OutputTopics
-from leapp_ros.node.partner_take import PartnerTake
+from leapp_ros.node.partner_take import PartnerTake, partner_take
 from leapp_ros.node.stamp_sync import StampSync, gather_by_stamp, stamp_sync
-from leapp_ros.node.status_report import status_record
+from leapp_ros.node.target_player import TargetPlayers, output_writers
+from leapp_ros.plan.domain import declare_input_bounds
 from leapp_ros.plan.firing_settings import firing_rule
 from leapp_ros.plan.limits import declare_output_limits
+from leapp_ros.plan.output_rates import consumed_outputs, declare_output_rates, output_rates
 from leapp_ros.plan.pipeline import make_plan
 from leapp_ros.plan.settings import (
     StartupError,
@@ -176,21 +161,33 @@ class PipelineNode(ManagedNode):
                 f"name, or parameter pipeline_node); its nodes are {', '.join(names)}: "
                 "name one with -r __node:=<node> or -p pipeline_node:=<node>"
             )
-        limits = declare_output_limits(self, spec.model(self.pipeline_node))
-        ports = declare_port_overrides(self, spec.model(self.pipeline_node))
+        model = spec.model(self.pipeline_node)
+        limits = declare_output_limits(self, model)
+        bounds = declare_input_bounds(self, model, default_action=settings["on_out_of_domain"])
+        rates = declare_output_rates(self, model)
+        ports = declare_port_overrides(self, model)
         plan = make_plan(spec, namespace=self.get_namespace(), ports={self.pipeline_node: ports})
         self.firing = firing_rule(plan.node(self.pipeline_node), settings)
         self.plan = replace(plan.node(self.pipeline_node), firing=self.firing)
+        consumed = consumed_outputs(plan, self.pipeline_node)
+        self._rates = output_rates(rates, self.plan, self.firing, consumed)
         self._publish_nonfinite = settings["on_nonfinite"] == "publish"
+        self._pipeline_plan = plan
         self._data = NodeData.load(
-            spec, plan, self.plan, check_nonfinite=not self._publish_nonfinite, limits=limits
+            spec,
+            plan,
+            self.plan,
+            check_nonfinite=not self._publish_nonfinite,
+            limits=limits,
+            bounds=bounds,
+            rate_hz=self.firing.rate_hz,
         )
         self._values = self._data.values  # (the same list: one lookup less per run)
         copy = not self._data.reads_only
         self._readers = topic_readers(self.plan.inputs, copy=copy)
         if self.plan.packed is not None:
             self._readers.append(PackedInput(self.plan, copy=copy))  # type: ignore[arg-type]
-        self._writers = [OutputWriter(port, raw=self._raw) for port in self.plan.outputs]
+        self._writers = output_writers(self.plan.outputs, self._rates, raw=self._raw)
         self._sets = InputSets.of_node(self.plan, self._data)
         self._triggers = self._sets.triggers
 
@@ -199,7 +196,7 @@ class PipelineNode(ManagedNode):
         # the middleware's copies of values the intra-process bus delivered already are skipped
         skip = self._bus.produces if self._bus is not None else None
         sync = stamp_sync(self.firing)
-        partners = self._partner_take(sync)
+        partners = partner_take(self.firing, self._sets, sync)
         self._input_counts: list[tuple[str, MatchCount]] = []
         for reader in self._readers:
             if sync is not None:
@@ -236,13 +233,22 @@ class PipelineNode(ManagedNode):
                     reader,
                     lambda item, n=count: [item[0]] * n,  # (value, tick) from the bus
                     reader.indices,
-                    tick_of=_handed_tick,
+                    tick_of=handed_tick,
                 )
                 self._bus_exits.append(self._bus.subscribe(reader.resolved, deliver))
         self._outputs = OutputTopics(self, self._writers, overrides=overrides, bus=self._bus)
         self._bus_exits += self._outputs.exits
         self._output_publishers = self._outputs.publishers
         self._stamped = self._outputs.stamped
+        if self._rates:  # outputs played out at their own rates
+            clock, publish = self.get_clock(), self._outputs.publish_one
+
+            def target(index: int, value: Any) -> None:
+                publish(index, value, now_stamp(clock, self._raw))
+
+            self._data.players = TargetPlayers(self, self._data, self._rates, target, self._warn)
+        for _, topic, matched in subscribe_measured(self, self._pipeline_plan, [self._data]):
+            self._input_counts.append((topic, matched))  # (status: publishers matched)
         self._create_status_and_timers()
 
     def _create_status_and_timers(self) -> None:
@@ -291,16 +297,11 @@ class PipelineNode(ManagedNode):
             tick_of=tick_of,
         )
 
-    def _partner_take(self, sync: StampSync | None) -> PartnerTake | None:
-        """What completes a set from the waiting messages of its other subscriptions, for a
-        node that fires on input sets gathered by arrival (None otherwise)."""
-        if self.firing.mode != "inputs" or sync is not None:
-            return None
-        return PartnerTake(self._sets.pending)
-
     def _fire_on_inputs(self, now: float) -> None:
         """Run on the set that formed at ``now``, unless a trigger of it or a newest-value
         input is too old, or a newest-value input never came (counted ``stale``)."""
+        if self.firing.mode == "timer":
+            return  # a whole set gathered by stamp: the next tick runs on it
         sets = self._sets
         old = sets.old_triggers(now)
         if old:
@@ -317,7 +318,7 @@ class PipelineNode(ManagedNode):
 
     def _on_timer(self) -> None:
         sets = self._sets
-        now = self._timer_guard(sets.stamps[key] for key in sets.newest)
+        now = self._timer_guard(sets.stamps[key] for key in sets.checked)
         if now is None:
             return
         unusable = sets.unusable(now)
@@ -331,21 +332,28 @@ class PipelineNode(ManagedNode):
         data = self._data
         try:
             # The readers checked every value against its port; no second check here.
+            if data.domain is not None and (outside := data.domain.check(self._values)):
+                return self._out_of_domain(data, outside)
             results = data.call(self._values)
             if (checks := data.checked_outputs) and (bad := nonfinite(results, checks)):
                 data.report_nonfinite_outputs(bad, self._warn)
                 return
             if data.guard is not None:
+                if (outside := data.guard.out_of_domain(results)) is not None:
+                    return self._out_of_domain(data, outside)
                 results = data.guard.apply(results, data)
             for output, index in data.state_links:
                 self._values[index] = results[output]
             stamp = now_stamp(self.get_clock(), self._raw) if self._stamped else None
-            self._outputs.publish(results, stamp, self._sets.tick())
+            shown = results if data.players is None else data.players.take(results)
+            self._outputs.publish(shown, stamp, self._sets.tick())
         except Exception as e:
             data.report_model_error(e, self._warn, self.get_logger())
             return
         data.runs += 1
         self._gate.last_command = time.monotonic()  # what the input watchdog watches
+        if data.guard is not None and data.guard.ramps:
+            self._blended(data)
 
     # --- operations (see ManagedNode) ----------------------------------------------------
 
@@ -357,8 +365,7 @@ class PipelineNode(ManagedNode):
         self._sets.reset()
 
     def _last_set_time(self) -> float | None:
-        last = self._gate.last_set
-        return last or None
+        return self._gate.last_set or None
 
     def _publish_safe_values(self, data: NodeData, values: list[Any], stamp: Any) -> None:
         self._outputs.publish(values, stamp)
@@ -369,26 +376,11 @@ class PipelineNode(ManagedNode):
         """The status record this node publishes on ``_leapp/status``."""
         return self._status_record(self._data, self._output_publishers, self._input_counts, state)
 
-    def _status_record(
-        self,
-        data: NodeData,
-        publishers: Sequence[Any],
-        inputs: Sequence[tuple[str, MatchCount]],
-        state: str,
-    ) -> dict[str, Any]:
-        """The record of ``data`` with this node's operating state and CPU placement."""
-        operation, cpu = self._operation(), self._cpu.status()
-        return status_record(data, publishers, inputs, state, operation, cpu)
-
     def _status_records(self, state: str) -> list[dict[str, Any]]:
         return [self.status(state)]
 
     def _ready_names(self) -> list[str]:
         return [self.pipeline_node]
-
-
-def _handed_tick(item: tuple[Any, int | None]) -> int | None:
-    return item[1]  # the tick of a value the intra-process bus handed over
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,6 +10,9 @@ instead fire on the messages *of one instant*, however the middleware interleave
   (the newest message and, of each other topic, the one closest to it in time), as
   message_filters' ApproximateTime pairs sensors that are not triggered together.
 
+On a timer (``firing: timer``) the same sets are gathered: a whole set becomes the inputs'
+values, and each tick runs on the newest one.
+
 A :class:`StampSync` keeps the last few messages of each topic. When a set forms, it is taken
 whole, and every queued message not newer than its member of the set is dropped: an older
 message can no longer be part of a newer set. A message the node rejects (malformed, NaN)

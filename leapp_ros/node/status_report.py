@@ -5,16 +5,19 @@ A record is JSON (``std_msgs/String``) on ``_leapp/status`` (reliable, transient
 1), one per pipeline node, built by :func:`status_record`::
 
     {"node": "preprocess", "state": "ready", "pid": 4242, "lifecycle": "active", "estop": false,
-     "safe_action": false, "held": false, "runs": 12, "received": 24, "dropped": 0, "stale": 0,
-     "errors": 0, "nonfinite_inputs": 0, "nonfinite_outputs": 0, "incomplete_sets": 0,
-     "timeouts": 0, "safe_actions": 0, "clamped": 0, "step_limited": 0, "cpu_latency_us": null,
+     "safe_action": false, "held": false, "firing": "inputs", "rate_hz": 50.0, "runs": 12,
+     "received": 24, "dropped": 0, "stale": 0, "errors": 0,
+     "nonfinite_inputs": 0, "nonfinite_outputs": 0, "incomplete_sets": 0, "timeouts": 0,
+     "safe_actions": 0, "clamped": 0, "step_limited": 0, "cpu_latency_us": null,
      "cpu_affinity": null, "subscribers": {"/torch_pipeline/preprocess/obs": 1},
      "publishers": {"/torch_pipeline/preprocess/state": 1,
                     "/torch_pipeline/preprocess/velocity": 1},
      "received_on": {"/torch_pipeline/preprocess/state": 12,
                      "/torch_pipeline/preprocess/velocity": 12}}
 
-(``pid``: the node's process, by which ``leapp-ros run`` knows its processes ready;
+(``firing`` and ``rate_hz``: the node's firing rule and its rate, the timer's with
+``firing: timer``; ``pid``: the node's process, by which ``leapp-ros run`` knows its
+processes ready;
 ``cpu_latency_us``: the CPU latency request held, ``cpu_affinity``: the CPUs pinned to, null
 for none; ``subscribers``: the subscriptions each output's publisher matched; ``publishers``:
 the publishers each input's subscription matched; with both a tester knows when every hop is

@@ -1,22 +1,68 @@
 """A pipeline node's firing rule from its parameters: :func:`firing_rule` applies ``firing``,
 ``rate_hz``, ``max_input_age``, ``sync``, ``sync_slop_ms`` and ``triggers``
-(:mod:`leapp_ros.plan.settings` documents each) to the plan's rule, and :func:`trigger_ports`
-resolves the names ``triggers`` gives. Every problem is a
-:class:`~leapp_ros.plan.settings.StartupError` that says what to change.
+(:mod:`leapp_ros.plan.settings` documents each) to the plan's rule, :func:`trigger_ports`
+resolves the names ``triggers`` gives, and :func:`file_firing` applies those a ROS 2
+parameters file gives each node to a whole plan (what ``leapp-ros inspect``, the runner and
+the launch files show). Every problem is a :class:`~leapp_ros.plan.settings.StartupError`
+that says what to change.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from leapp_ros.plan.pipeline import Firing, InputPlan, NodePlan
-from leapp_ros.plan.settings import StartupError
+from leapp_ros.plan.pipeline import Firing, InputPlan, NodePlan, PipelinePlan
+from leapp_ros.plan.settings import PARAMETERS, StartupError, node_parameters
 
-__all__ = ["SYNC_MODES", "firing_rule", "trigger_ports"]
+__all__ = ["FIRING_PARAMETERS", "SYNC_MODES", "file_firing", "firing_rule", "trigger_ports"]
 
 SYNC_MODES = ("arrival", "exact", "approximate")
+FIRING_PARAMETERS = ("firing", "rate_hz", "max_input_age", "sync", "sync_slop_ms", "triggers")
+"""The parameters :func:`firing_rule` reads."""
+
+
+def file_firing(plan: PipelinePlan, document: Mapping[str, Any] | None) -> PipelinePlan:
+    """``plan`` with the firing parameters (:data:`FIRING_PARAMETERS`) that the ROS 2
+    parameters file ``document`` gives each node (its ``/**`` section, then the node's own)
+    applied, as the node applies them when it starts.
+
+    Raises:
+        StartupError: a value of the wrong type, or a rule the node would refuse (named).
+    """
+    defaults = {name: default for name, default, _ in PARAMETERS if name in FIRING_PARAMETERS}
+    nodes = []
+    for node in plan.nodes:
+        given = node_parameters(document, node.name)
+        if not any(name in given for name in FIRING_PARAMETERS):
+            nodes.append(node)  # (as planned; a rule the node refuses is its own to report)
+            continue
+        settings = {**defaults, "triggers": None}
+        for name in FIRING_PARAMETERS:
+            if name in given:
+                settings[name] = _file_value(node.name, name, given[name])
+        nodes.append(replace(node, firing=firing_rule(node, settings)))
+    return replace(plan, nodes=tuple(nodes))
+
+
+def _file_value(node: str, name: str, value: Any) -> Any:
+    """One firing parameter's value from a parameters file, checked as the node checks it."""
+    where = f"node {node!r}: parameter {name}"
+    if name == "triggers":
+        names = [value] if isinstance(value, str) else value
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise StartupError(f"{where} must be a list of names such as [state], got {value!r}")
+        return tuple(names)
+    if name in ("firing", "sync"):
+        if not isinstance(value, str):
+            raise StartupError(f"{where} must be a string, got {value!r}")
+        return value
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or value < 0 or not math.isfinite(value):
+        raise StartupError(f"{where} must be a number >= 0, got {value!r}")
+    return float(value)
 
 
 def trigger_ports(
@@ -71,16 +117,18 @@ def firing_rule(
     inputs ``triggers`` may name, ``(node, input plan)`` each (default: the plan's own); the
     rule's ``triggers`` are the chosen ones' port names. ``owner`` names the node in errors
     (default ``node '<plan name>'``)."""
-    mode = settings["firing"]
+    mode = settings["firing"] or plan.firing.mode
     if mode not in ("inputs", "timer"):
         raise StartupError(f"parameter firing must be 'inputs' or 'timer', got {mode!r}")
     owner = owner or f"node {plan.name!r}"
     ports = [(plan.name, port) for port in plan.inputs] if ports is None else ports
     chosen = trigger_ports(owner, settings.get("triggers"), ports)
-    if chosen is not None and mode != "inputs":
+    sync = settings.get("sync", "arrival")
+    if chosen is not None and mode != "inputs" and sync == "arrival":
         raise StartupError(
             f"{owner}: parameter triggers chooses the inputs that fire the node, but it runs "
-            "on a timer (firing: timer), on the latest value of every input; unset one of them"
+            "on a timer (firing: timer), on the latest value of every input; unset one of "
+            "them, or gather them by stamp (sync: exact), each tick taking the newest set"
         )
     triggers = None if chosen is None else tuple(sorted({ports[i][1].port for i in chosen}))
     rate = settings["rate_hz"] or plan.firing.rate_hz
@@ -97,15 +145,9 @@ def firing_rule(
             "or export with graph_configs frequency"
         )
     age = settings["max_input_age"] or None
-    sync = settings.get("sync", "arrival")
     if sync not in SYNC_MODES:
         raise StartupError(
             f"node {plan.name!r}: parameter sync must be one of {list(SYNC_MODES)}, got {sync!r}"
-        )
-    if sync != "arrival" and mode != "inputs":
-        raise StartupError(
-            f"node {plan.name!r}: sync {sync!r} gathers the inputs that fire the node, but it "
-            "runs on a timer; use firing: inputs, or sync: arrival"
         )
     slop = settings.get("sync_slop_ms", 0.0) / 1000.0
     return replace(

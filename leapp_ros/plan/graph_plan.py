@@ -18,6 +18,7 @@ from leapp_ros.plan.bindings import Binding
 
 __all__ = [
     "DIAGNOSTICS_TOPIC",
+    "GUARD_TOPIC",
     "METADATA_QOS",
     "PUBLISHER_QOS",
     "STAND_IN_TOPIC",
@@ -56,6 +57,7 @@ SUBSCRIPTION_QOS = QosPlan("best_effort")
 METADATA_QOS = QosPlan("reliable", "transient_local", 1)
 STATUS_TOPIC = "_leapp/status"  # std_msgs/String (JSON) from every node; hidden from topic lists
 STAND_IN_TOPIC = "_leapp/stand_in"  # std_msgs/String (JSON) from the stand-in (run/stand_in.py)
+GUARD_TOPIC = "_leapp/guard"  # std_msgs/String (JSON): a guard latched the safe action
 DIAGNOSTICS_TOPIC = "/diagnostics"  # diagnostic_msgs/DiagnosticArray from every node
 TRANSITION_EVENTS = "transition_event"  # <node>/transition_event: a lifecycle node's transitions
 
@@ -159,6 +161,20 @@ class Firing:
     sync_slop_s: float = 0.0  # sync "approximate": the largest spread of stamps in one set
     triggers: tuple[str, ...] | None = None  # the inputs that fire the node (None: all)
 
+    def describe(self) -> str:
+        """The rule in words: ``timer at 50 Hz``, ``inputs (triggers: state)``,
+        ``timer at 50 Hz (triggers: joint_pos, gyro), sync exact``."""
+        text = "inputs"
+        if self.mode == "timer":
+            rate = self.rate_hz
+            shown = "?" if rate is None else (f"{rate:g}" if rate % 1 else f"{int(rate)}")
+            text = f"timer at {shown} Hz"
+        if self.triggers is not None:
+            text += f" (triggers: {', '.join(self.triggers)})"
+        if self.sync != "arrival":
+            text += f", sync {self.sync}"
+        return text
+
 
 @dataclass(frozen=True)
 class NodePlan:
@@ -173,9 +189,10 @@ class NodePlan:
         return next(i for i in self.inputs if i.port == port)
 
     def triggering(self) -> frozenset[int]:
-        """The positions of the inputs that fire the node under its firing rule (none on a
-        timer); the other inputs fed over a topic are newest-value inputs."""
-        if self.firing.mode != "inputs":
+        """The positions of the inputs that fire the node under its firing rule (on a timer:
+        those gathered by stamp, none by arrival); the other inputs fed over a topic are
+        newest-value inputs."""
+        if self.firing.mode != "inputs" and self.firing.sync == "arrival":
             return frozenset()
         chosen = self.firing.triggers
         return frozenset(
@@ -195,6 +212,7 @@ class PipelinePlan:
     spec_path: Path
     nodes: tuple[NodePlan, ...]
     initial_values: Path | None = None
+    frequency: float | None = None  # pipeline.configs.frequency: the default timer rate
 
     def node(self, name: str) -> NodePlan:
         for node in self.nodes:

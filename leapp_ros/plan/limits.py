@@ -16,6 +16,18 @@ names), a single number applying to every element:
 ``ports.<port>.max_step`` (number or number array, > 0)
     The largest change of an element from the port's last published value in one run
     (counted: ``step_limited``).
+``ports.<port>.on_out_of_domain`` (``clamp`` | ``drop`` | ``safe``)
+    What a result outside ``min`` / ``max`` does: ``clamp`` (default) clamps it as above;
+    ``drop`` publishes nothing for that run, ``safe`` publishes the safe action and latches
+    (:mod:`leapp_ros.plan.domain`, both counted ``out_of_domain``).
+``ports.<port>.blend_s`` (number, seconds, >= 0)
+    Ramp-in: after an activation, an e-stop release, a watchdog recovery or a guard release
+    the port's commands move from where the robot is to the policy's over this long,
+    counted in the node's own commands (:mod:`leapp_ros.node.ramp`); 0 (default): none.
+``ports.<port>.blend_from`` (string)
+    The external input port (``joint_pos`` or ``<node>/joint_pos``) whose newest message is
+    the measured position a ramp starts from, element by element by name; unset: the last
+    value the port published.
 
 :func:`declare_output_limits` declares them on a node and returns one :class:`OutputLimits`
 per output port that sets any (:func:`output_limits` reads values from elsewhere, a
@@ -36,13 +48,16 @@ from leapp_ros.plan.settings import StartupError
 
 __all__ = [
     "LIMIT_PARAMETERS",
+    "OUTPUT_DOMAIN_ACTIONS",
     "SAFE_ACTIONS",
     "OutputLimits",
     "declare_output_limits",
+    "number_array",
     "output_limits",
 ]
 
 SAFE_ACTIONS = ("silent", "hold", "values")
+OUTPUT_DOMAIN_ACTIONS = ("clamp", "drop", "safe")
 
 LIMIT_PARAMETERS: tuple[tuple[str, str], ...] = (
     ("safe_action", "outputs: 'silent', 'hold' (the last command) or 'values' (safe_values)"),
@@ -50,6 +65,9 @@ LIMIT_PARAMETERS: tuple[tuple[str, str], ...] = (
     ("min", "outputs: the smallest value published (one number, or one per element)"),
     ("max", "outputs: the largest value published (one number, or one per element)"),
     ("max_step", "outputs: the largest change from the last published value in one run"),
+    ("on_out_of_domain", "a value outside min / max: 'clamp' (outputs), 'drop' or 'safe'"),
+    ("blend_s", "outputs: ramp-in from the measured or last command over this many seconds"),
+    ("blend_from", "outputs: the external input (joint_pos) a ramp-in starts from, by name"),
 )
 """``ports.<port>.<name>`` parameters of every output port: ``(name, description)``."""
 
@@ -64,11 +82,21 @@ class OutputLimits:
     low: np.ndarray | None = None
     high: np.ndarray | None = None
     max_step: np.ndarray | None = None
+    on_out_of_domain: str = "clamp"
+    blend_s: float = 0.0
+    blend_from: str | None = None
 
     @property
     def limits(self) -> bool:
-        """Whether any limit applies to what the port publishes."""
-        return self.low is not None or self.high is not None or self.max_step is not None
+        """Whether any limit applies to what the port publishes (``min`` / ``max`` clamp only
+        with ``on_out_of_domain: clamp``)."""
+        return self.clamps or self.max_step is not None
+
+    @property
+    def clamps(self) -> bool:
+        """Whether ``min`` / ``max`` clamp the port's values."""
+        bounded = self.low is not None or self.high is not None
+        return bounded and self.on_out_of_domain == "clamp"
 
 
 def declare_output_limits(node: Any, *models: ModelSpec) -> dict[str, OutputLimits]:
@@ -112,10 +140,10 @@ def output_limits(
         StartupError: see :func:`declare_output_limits`.
     """
     width = shape[-1] if shape else 1
-    low = _numbers(f"{where}.min", given["min"], width)
-    high = _numbers(f"{where}.max", given["max"], width)
-    step = _numbers(f"{where}.max_step", given["max_step"], width)
-    values = _numbers(f"{where}.safe_values", given["safe_values"], width, one=False)
+    low = number_array(f"{where}.min", given["min"], width)
+    high = number_array(f"{where}.max", given["max"], width)
+    step = number_array(f"{where}.max_step", given["max_step"], width)
+    values = number_array(f"{where}.safe_values", given["safe_values"], width, one=False)
     action = given["safe_action"]
     if action is None:
         action = "values" if values is not None else "silent"
@@ -141,10 +169,36 @@ def output_limits(
                 f"{where}.safe_values {values.tolist()} lie outside {where}.min / max"
             )
         values = np.broadcast_to(values, shape or (1,)).reshape(shape)
-    return OutputLimits(port, action, values, low, high, step)
+    domain = given.get("on_out_of_domain") or "clamp"
+    if domain not in OUTPUT_DOMAIN_ACTIONS:
+        raise StartupError(
+            f"{where}.on_out_of_domain must be one of {list(OUTPUT_DOMAIN_ACTIONS)}, got "
+            f"{domain!r}"
+        )
+    if domain != "clamp" and low is None and high is None:
+        raise StartupError(f"{where}.on_out_of_domain is {domain!r} but no min / max is set")
+    blend_s, blend_from = _blend(where, given.get("blend_s"), given.get("blend_from"))
+    return OutputLimits(port, action, values, low, high, step, domain, blend_s, blend_from)
 
 
-def _numbers(where: str, value: Any, width: int, *, one: bool = True) -> np.ndarray | None:
+def _blend(where: str, seconds: Any, source: Any) -> tuple[float, str | None]:
+    """``blend_s`` (a number >= 0, 0 when unset) and ``blend_from`` (a port name or None)."""
+    if seconds is None:
+        seconds = 0.0
+    number = isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+    if not number or not math.isfinite(seconds) or seconds < 0:
+        raise StartupError(f"{where}.blend_s must be a number of seconds >= 0, got {seconds!r}")
+    if source is not None and (not isinstance(source, str) or not source):
+        raise StartupError(
+            f"{where}.blend_from must name an external input port such as joint_pos or "
+            f"preprocess/joint_pos, got {source!r}"
+        )
+    if source is not None and not seconds:
+        raise StartupError(f"{where}.blend_from is set but {where}.blend_s is not (> 0)")
+    return float(seconds), source
+
+
+def number_array(where: str, value: Any, width: int, *, one: bool = True) -> np.ndarray | None:
     """A number array parameter: one number (when ``one``) or ``width`` finite numbers."""
     if value is None:
         return None

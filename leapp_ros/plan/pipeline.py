@@ -17,7 +17,9 @@ anywhere. The mapping (see the project's design brief):
   MultiArray (both ends are ours);
 - QoS: depth 1, volatile; publishers reliable, subscriptions best effort ("newest wins");
 - firing: when every triggering input has a new message, or on a timer (``rate_hz``, by default
-  ``pipeline.configs.frequency``) with the latest values;
+  ``pipeline.configs.frequency``) with the latest values; a node named in
+  ``pipeline.configs.node_frequency`` (``{node: Hz}``, ours: LEAPP's ``configs`` takes any
+  key, and a LEAPP reader ignores it) runs on a timer at that rate;
 - packed input: a node with two or more external MultiArray inputs also subscribes to
   ``<node>/packed_inputs``, one MultiArray carrying all of them (:class:`PackedPlan`,
   :mod:`leapp_ros.messages.packed_inputs`), so a client can send the inputs of one instant
@@ -104,6 +106,7 @@ def make_plan(
     if unknown:
         raise PlanError(f"firing given for unknown node(s) {unknown} of pipeline {spec.name!r}")
     default = _default_firing(spec.pipeline.configs)
+    own = _node_rates(spec)
     feeds = _sources(spec)
     frequency = default.rate_hz
     consumed = {source for kind, source in feeds.values() if kind != "state"}
@@ -130,7 +133,7 @@ def make_plan(
                 model,
                 inputs,
                 node_outputs,
-                firing.get(model.name, default),
+                firing.get(model.name, own.get(model.name, default)),
                 _packed_plan(model, inputs),
             )
         )
@@ -141,6 +144,7 @@ def make_plan(
         spec_path=spec.path if spec.path is not None else Path(f"{spec.name}.yaml"),
         nodes=tuple(nodes),
         initial_values=spec.directory / initial if initial and spec.path is not None else None,
+        frequency=frequency,
     )
 
 
@@ -150,6 +154,33 @@ def _default_firing(configs: Mapping[str, Any]) -> Firing:
     if frequency is not None and (not isinstance(frequency, (int, float)) or frequency <= 0):
         raise PlanError(f"pipeline.configs.frequency must be a positive number, got {frequency!r}")
     return Firing(rate_hz=float(frequency) if frequency is not None else None)
+
+
+def _node_rates(spec: Spec) -> dict[str, Firing]:
+    """The timer of each node ``pipeline.configs.node_frequency`` gives a rate of its own."""
+    rates = spec.pipeline.configs.get("node_frequency")
+    if rates is None:
+        return {}
+    names = [model.name for model in spec.models]
+    if not isinstance(rates, Mapping):
+        raise PlanError(
+            f"pipeline.configs.node_frequency must map node names to rates in Hz, such as "
+            f"{{{names[0]}: 50}}, got {rates!r}"
+        )
+    found = {}
+    for node, rate in rates.items():
+        if node not in names:
+            raise PlanError(
+                f"pipeline.configs.node_frequency names {node!r}, which is no node of "
+                f"pipeline {spec.name!r}; its nodes are {names}"
+            )
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
+            raise PlanError(
+                f"pipeline.configs.node_frequency of node {node!r} must be a positive number "
+                f"of Hz, got {rate!r}"
+            )
+        found[node] = Firing(mode="timer", rate_hz=float(rate))
+    return found
 
 
 def _sources(spec: Spec) -> dict[str, tuple[str, str]]:

@@ -16,17 +16,21 @@ The parameters of a pipeline node (all read once at startup):
 ``pipeline_node`` (string)
     The pipeline node to run; default: the ROS node name.
 ``firing`` (``inputs`` | ``timer``)
-    ``inputs`` (default): run when every trigger (``triggers``) has a new message since the
-    last run. ``timer``: run at ``rate_hz`` on the latest values, once every input has a
-    value. A node without triggering inputs runs on the timer when a rate is known.
+    ``inputs``: run when every trigger (``triggers``) has a new message since the last run.
+    ``timer``: run at ``rate_hz`` on the latest values, once every input has a value. Unset
+    (default): ``timer`` for a node the spec gives a rate of its own
+    (``pipeline.configs.node_frequency``), else ``inputs``. A node without triggering inputs
+    runs on the timer when a rate is known.
 ``triggers`` (string array)
-    The inputs whose messages fire the node (``firing: inputs``), by port name (``state``, or
-    ``<node>/state``); unset (default): every external and data-flow input. Every other
-    external and data-flow input is a *newest-value* input: a run uses its latest message;
-    one that has not arrived yet, or (with ``max_input_age``) arrived too long ago, skips the
-    run, counted as ``stale``. Feedback and state inputs never trigger.
+    The inputs whose messages fire the node (``firing: inputs``; on a timer with ``sync:
+    exact | approximate``, those gathered by stamp, each tick taking the newest whole set), by
+    port name (``state``, or ``<node>/state``); unset (default): every external and data-flow
+    input. Every other external and data-flow input is a *newest-value* input: a run uses its
+    latest message; one that has not arrived yet, or (with ``max_input_age``) arrived too long
+    ago, skips the run, counted as ``stale``. Feedback and state inputs never trigger.
 ``rate_hz`` (number)
-    Timer rate; 0 means ``pipeline.configs.frequency`` of the spec.
+    Timer rate; 0 means the spec's: the node's ``pipeline.configs.node_frequency`` entry,
+    else ``pipeline.configs.frequency``.
 ``max_input_age`` (number, seconds)
     When > 0, a run whose inputs include one received longer ago than this (a trigger of its
     set, a newest-value input, or on a timer any input) is skipped and counted as ``stale``
@@ -48,6 +52,10 @@ The parameters of a pipeline node (all read once at startup):
     run whose results hold one (nothing is published, state inputs keep their value); each is
     counted (``nonfinite_inputs``, ``nonfinite_outputs``) and logged at most once a second.
     ``publish``: such values go through as any other.
+``on_out_of_domain`` (``drop`` | ``safe``)
+    What an input value outside its ``ports.<port>.min`` / ``max`` does, for the ports that
+    do not say (:mod:`leapp_ros.plan.domain`): ``drop`` (default) skips the run, ``safe``
+    publishes the safe action and latches it until ``~/enable`` or a lifecycle transition.
 ``ports.<port>.message|kind|names|order|layout|scale``
     The message of an external input or an output (see :mod:`leapp_ros.plan.bindings` and the
     docs' how-to on robot messages): a type, or ``multiarray``; the port's kind and joint names for
@@ -117,8 +125,8 @@ class StartupError(LeappError):
 PARAMETERS: tuple[tuple[str, Any, str], ...] = (
     ("spec_path", "", "export folder of the pipeline, or its YAML spec"),
     ("pipeline_node", "", "pipeline node to run (default: the ROS node name)"),
-    ("firing", "inputs", "'inputs': run when every triggering input is new; 'timer': rate_hz"),
-    ("rate_hz", 0.0, "timer rate in Hz; 0 means pipeline.configs.frequency of the spec"),
+    ("firing", "", "'inputs': run when every trigger is new; 'timer': rate_hz (unset: spec's)"),
+    ("rate_hz", 0.0, "timer rate in Hz; 0: the spec's (node_frequency, else frequency)"),
     ("max_input_age", 0.0, "skip runs whose inputs are older than this many seconds (0: off)"),
     ("cpu_latency_us", -1, "hold a CPU wake-up latency request of this many us (-1: off)"),
     ("cpu_affinity", (), "run this process on these CPUs only (unset: anywhere)"),
@@ -130,6 +138,7 @@ PARAMETERS: tuple[tuple[str, Any, str], ...] = (
     ("input_timeout_ms", 0.0, "safe action when no input set came for this long (0: off)"),
     ("estop_topic", "", "a std_msgs/Bool topic: true engages the e-stop, false releases it"),
     ("raw_messages", True, "data topics as serialized CDR bytes (false: rclpy messages)"),
+    ("on_out_of_domain", "drop", "an input outside ports.<port>.min / max: 'drop' or 'safe'"),
     ("stand_in", "", "the graph's stand-in node: command once it watches this process"),
 )
 """``(name, default, description)``; a default of ``()`` is an integer array, ``[]`` a string
@@ -139,6 +148,7 @@ OTHER_PARAMETERS = ("publish_intermediate", "use_sim_time", "start_type_descript
 """Parameters a pipeline node leaves to others: ``leapp_fused``'s own, rclpy's."""
 
 NONFINITE_POLICIES = ("drop", "publish")
+OUT_OF_DOMAIN_POLICIES = ("drop", "safe")
 
 
 def declare_parameters(node: Any) -> dict[str, Any]:
@@ -193,6 +203,11 @@ def declare_parameters(node: Any) -> dict[str, Any]:
         raise StartupError(
             f"parameter on_nonfinite must be 'drop' or 'publish', got {values['on_nonfinite']!r}"
         )
+    if values["on_out_of_domain"] not in OUT_OF_DOMAIN_POLICIES:
+        raise StartupError(
+            "parameter on_out_of_domain must be 'drop' or 'safe', got "
+            f"{values['on_out_of_domain']!r}"
+        )
     return values
 
 
@@ -223,7 +238,8 @@ def declare_port_overrides(node: Any, *models: ModelSpec) -> dict[str, PortOverr
             f"node {owner}: parameter(s) {unknown} name no port of this node, ignored "
             f"them; its ports are {ports} and each takes ports.<port>."
             f"{'|'.join(name for name, _ in PORT_PARAMETERS)}"
-            " (outputs also safe_action|safe_values|min|max|max_step)"
+            " (inputs also min|max|on_out_of_domain, outputs also safe_action|safe_values|"
+            "min|max|max_step|on_out_of_domain|blend_s|blend_from|output_rate_hz|interpolate)"
         )
     return found
 
@@ -248,9 +264,9 @@ def port_overrides(document: Mapping[str, Any], nodes: Sequence[str]) -> dict[st
     return found
 
 
-def node_parameters(document: Mapping[str, Any], node: str) -> dict[str, Any]:
-    """The parameters a ROS 2 parameters file gives the node named ``node``, by dotted name:
-    its ``/**`` section, then the ``<node>`` (or ``/<ns>/<node>``) sections over it."""
+def node_parameters(document: Mapping[str, Any] | None, node: str) -> dict[str, Any]:
+    """The parameters a ROS 2 parameters file gives the node ``node``, flat (``ports.q.kind``):
+    its ``/**`` section, then ``<node>`` (or ``/<ns>/<node>``) sections, in file order."""
     merged: dict[str, Any] = {}
     for key, section in (document or {}).items():
         if key in ("/**", node) or str(key).rsplit("/", 1)[-1] == node:

@@ -20,7 +20,9 @@ pipeline's nodes itself (``ros2 component list`` lists them; ``LoadComposableNod
 component load`` can add more; its nodes are lifecycle nodes for ``ros2 lifecycle``). The
 process's remaps, parameters file, parameters and log level are its ROS arguments as the
 runner gives them, in the same order, so the parameters set here win over the file; launch_ros
-adds the node name and namespace. No parameters file is written to the temporary folder.
+adds the node name and namespace. Before each process, a log line says when each of its
+pipeline nodes runs (``policy: timer at 50 Hz``). No parameters file is written to the
+temporary folder.
 
 A generated package's launch file calls :func:`pipeline_launch_description` with its installed
 export, its parameters file, its namespace and its deployment as the arguments' defaults.
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
 from launch.launch_description import LaunchDescription
 from launch_ros.actions import ComposableNodeContainer, LifecycleNode, Node
 
@@ -116,7 +118,11 @@ def launch_graph(context: Any, *args: Any, **kwargs: Any) -> list[Any]:
     options = GraphOptions.from_arguments(values)
     source = str(context.launch_configurations.get("pipeline", "")).strip()
     plan = load_plan(source, options.namespace, params_file=options.params_file)
-    return [process_action(process) for process in plan_processes(plan, options)]
+    actions: list[Any] = []
+    for process in plan_processes(plan, options):
+        actions.append(LogInfo(msg=f"{process.label}: {process.describe_firing()}"))
+        actions.append(process_action(process))
+    return actions
 
 
 def process_action(process: ProcessPlan) -> Any:

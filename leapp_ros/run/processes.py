@@ -54,7 +54,9 @@ class ProcessPlan:
     ``log_level`` become ROS arguments, in that order (so ``parameters`` win over the same
     names in ``params_file``). ``remaps`` are plain ROS remap rules
     (``preprocess/joint_states:=/joint_states``). ``pipeline_nodes`` are the nodes whose
-    ``ready`` status records make the process ready.
+    ``ready`` status records make the process ready; ``firing`` says, per pipeline node, when
+    it runs (``timer at 50 Hz``, ``inputs``), as the plan has it (the spec's rates and the
+    parameters file applied), for the runner's and launch's logs.
     """
 
     label: str
@@ -68,6 +70,11 @@ class ProcessPlan:
     params_file: Path | None = None
     log_level: str | None = None
     remaps: tuple[str, ...] = ()
+    firing: tuple[tuple[str, str], ...] = ()
+
+    def describe_firing(self) -> str:
+        """``policy: timer at 50 Hz; post: inputs``."""
+        return "; ".join(f"{node}: {text}" for node, text in self.firing)
 
     def ros_arguments(self, *, naming: bool = True) -> list[str]:
         """The arguments that follow ``--ros-args``; without the node name and namespace
@@ -180,6 +187,10 @@ def _node_processes(
         return (("cpu_affinity", (cpus[index % len(cpus)],)),) if cpus else ()
 
     spec_path = str(Path(plan.spec_path).absolute())
+
+    def firing(nodes: Any) -> tuple[tuple[str, str], ...]:
+        return tuple((node.name, node.firing.describe()) for node in nodes)
+
     common: dict[str, Any] = {
         "namespace": plan.namespace,
         "params_file": options.params_file,
@@ -200,6 +211,7 @@ def _node_processes(
                 pipeline_nodes=tuple(node.name for node in plan.nodes),
                 node_name="leapp_fused",
                 parameters=(("spec_path", spec_path), *extra, *pinned(0)),
+                firing=firing(plan.nodes),
                 **common,
             ),
         )
@@ -215,6 +227,7 @@ def _node_processes(
                 arguments=(spec_path, "--namespace", plan.namespace, *subset),
                 node_name=container_name([node.name for node in plan.nodes], held),
                 parameters=extra + pinned(0),
+                firing=firing(chosen),
                 **common,
             ),
         )
@@ -231,6 +244,7 @@ def _node_processes(
                 *extra,
                 *pinned(index),
             ),
+            firing=firing([node]),
             **common,
         )
         for index, node in enumerate(plan.nodes)
@@ -254,7 +268,9 @@ def load_plan(
 ) -> PipelinePlan:
     """``source`` as a plan: an export folder or YAML is loaded (checksums verified) and
     planned, a plan is taken as is; ``namespace`` overrides the plan's namespace, and the
-    ``ports.<port>.*`` overrides of ``params_file`` (the nodes' parameters YAML) apply.
+    ``ports.<port>.*`` overrides and the firing parameters (``firing``, ``rate_hz``,
+    ``triggers``, ...: :func:`~leapp_ros.plan.firing_settings.file_firing`) of
+    ``params_file`` (the nodes' parameters YAML) apply, as each node applies them.
 
     Raises:
         SpecError: the export is missing or its spec is invalid.
@@ -268,22 +284,24 @@ def load_plan(
     from leapp import spec as spec_module
 
     spec = spec_module.load(source)
-    ports = _port_overrides(params_file, [model.name for model in spec.models])
-    return make_plan(spec, namespace=namespace, ports=ports)
-
-
-def _port_overrides(params_file: str | os.PathLike[str] | None, nodes: list[str]) -> dict:
     if params_file is None:
-        return {}
+        return make_plan(spec, namespace=namespace)
     import yaml
 
+    from leapp_ros.plan.firing_settings import file_firing
     from leapp_ros.plan.settings import port_overrides
 
+    where = f"parameters file {str(params_file)!r}"
     try:
         document = yaml.safe_load(Path(params_file).read_text(encoding="utf-8")) or {}
-        return port_overrides(document, nodes)
+        ports = port_overrides(document, [model.name for model in spec.models])
     except (OSError, yaml.YAMLError, LeappError, AttributeError) as e:
-        raise PlanError(f"parameters file {str(params_file)!r}: {e}") from e
+        raise PlanError(f"{where}: {e}") from e
+    plan = make_plan(spec, namespace=namespace, ports=ports)
+    try:
+        return file_firing(plan, document)
+    except LeappError as e:
+        raise PlanError(f"{where}: {e}") from e
 
 
 def start_process(argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:

@@ -229,7 +229,13 @@ class RunningGraph:
         with self._changed:  # a status record of the new process waits for its pid
             popen = child.start(self._env)
         self._output.watch(child, child.plan.label, popen)
-        logger.info("%s: started '%s' (pid %d)", self.name, child.plan.label, popen.pid)
+        logger.info(
+            "%s: started '%s' (pid %d): %s",
+            self.name,
+            child.plan.label,
+            popen.pid,
+            child.plan.describe_firing(),
+        )
         logger.debug("%s: '%s' is %s", self.name, child.plan.label, shlex.join(child.argv))
         self._note_readiness(child)
 

@@ -9,7 +9,11 @@ every graph input topic, all read from one physics state and stamped with its si
 MJCF names; ``sensor_msgs/Imu``: the orientation, angular velocity and linear acceleration of
 the map's IMU body or site, in its frame, as MuJoCo's framequat, gyro and accelerometer
 sensors there read them (:class:`~leapp_ros.sim.imu_frame.ImuFrame`); ``geometry_msgs/Twist``
-or ``TwistStamped``: ``command_velocity``). :meth:`SimulatedRobot.act` takes the command
+or ``TwistStamped``: ``command_velocity``; ``nav_msgs/Odometry``: the pose of the map's
+odometry body in the world and its twist in its own frame; ``sensor_msgs/Image``: a camera's
+depth or colour frame, on the ticks its ``every`` picks,
+:mod:`~leapp_ros.sim.camera_frames`; ``sensor_msgs/PointCloud2``: the height scan,
+:mod:`~leapp_ros.sim.height_scan`). :meth:`SimulatedRobot.act` takes the command
 (position targets, turned into torques by the map's PD gains at every physics step, or
 torques), steps the physics ``decimation`` times and runs ``mj_forward``, so that every
 quantity MuJoCo derives (body poses and velocities, accelerations) is of the state reached,
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,20 +36,35 @@ import numpy as np
 
 from leapp_ros.messages import cdr
 from leapp_ros.messages.robot_codecs import message_class
-from leapp_ros.plan.bindings import IMU, JOINT_STATE, TWIST, TWIST_STAMPED
+from leapp_ros.plan.bindings import (
+    IMAGE,
+    IMU,
+    JOINT_STATE,
+    ODOMETRY,
+    POINT_CLOUD2,
+    TWIST,
+    TWIST_STAMPED,
+)
 from leapp_ros.plan.pipeline import OutputPlan, PipelinePlan
-from leapp_ros.sim.imu_frame import ImuFrame
+from leapp_ros.sim.camera_frames import CameraFrames, camera_streams, fill_image
+from leapp_ros.sim.height_scan import HeightScanner, check_scan_port
+from leapp_ros.sim.imu_frame import ImuFrame, fill_odometry
 from leapp_ros.sim.sim_map import SimMap, SimMapError
 
 __all__ = ["SimulatedRobot", "TickState", "command_output", "require_mujoco"]
 
+_PUBLISHED = (JOINT_STATE, IMU, TWIST, TWIST_STAMPED, ODOMETRY, IMAGE, POINT_CLOUD2)
 _INSTALL = "pip install 'leapp_ros[sim]' (or: pip install mujoco)"
 
 
 def require_mujoco() -> Any:
-    """The ``mujoco`` module, or DependencyError saying what to install."""
+    """The ``mujoco`` module, or DependencyError saying what to install. On Linux without a
+    display, with ``MUJOCO_GL`` unset, MuJoCo is asked to render through EGL (headless)."""
     from leapp.errors import DependencyError
 
+    headless = not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    if sys.platform.startswith("linux") and headless and "mujoco" not in sys.modules:
+        os.environ.setdefault("MUJOCO_GL", "egl")
     try:
         import mujoco
     except ImportError as e:
@@ -130,6 +150,22 @@ class SimulatedRobot:
         self._limit = None if command.torque_limit is None else self._per_joint(
             command.torque_limit, count)  # fmt: skip
         self.imu = self._imu_frame()
+        body = self._body(sim_map.odometry.body or model.body(self.base).name, "odometry.body")
+        self.odometry = ImuFrame(mujoco, model.body(body).name, body, site=False)
+        streams = camera_streams(model, sim_map, plan)
+        fed = {stream.topic for stream in streams}
+        unfed = [t for t, kind in self.topics.items() if kind == IMAGE and t not in fed]
+        if unfed:
+            raise SimMapError(f"{sim_map.path}: graph input(s) {unfed} take sensor_msgs/Image: "
+                              "map a camera to each (cameras: {<MJCF camera>: {depth: <topic>} "
+                              "or {colour: <topic>}})")  # fmt: skip
+        scan = sim_map.height_scan
+        self.scanner = None if scan is None else HeightScanner(
+            mujoco, model, scan, self.base, sim_map.odometry.frame_id)  # fmt: skip
+        if scan is not None and plan.resolve(scan.topic) not in self._clouds:
+            raise SimMapError(f"{sim_map.path}: height_scan.topic {plan.resolve(scan.topic)} "
+                              f"is no PointCloud2 input of graph {plan.namespace}; its "
+                              f"PointCloud2 inputs: {list(self._clouds) or 'none'}")  # fmt: skip
         self._layouts = {
             kind: cdr.layout(message_class(kind)) for kind in set(self.topics.values())
         }
@@ -147,6 +183,8 @@ class SimulatedRobot:
         mujoco.mj_forward(model, self.data)
         self._torque = np.zeros(count)
         self._target: np.ndarray | None = None
+        self.tick = 0  # control ticks done
+        self.cameras = CameraFrames(mujoco, model, streams)  # last: it holds GL contexts
 
     # --- checks against the model and the graph ------------------------------------------
 
@@ -208,19 +246,23 @@ class SimulatedRobot:
 
     def _input_topics(self, plan: PipelinePlan) -> dict[str, str]:
         """Absolute graph input topic -> the message type published on it."""
-        topics = {}
+        topics, self._clouds = {}, {}
         for node in plan.nodes:
             for port in node.inputs:
                 if port.kind != "external" or port.topic is None:
                     continue
                 topic = plan.resolve(port.topic)
-                if port.message_type not in (JOINT_STATE, IMU, TWIST, TWIST_STAMPED):
+                if port.message_type not in _PUBLISHED:
                     raise SimMapError(
                         f"graph input {topic} ({node.name}/{port.port}) takes "
-                        f"{port.message_type}; the simulator publishes JointState, Imu and "
-                        "Twist: give the port a kind that binds it to one (state/joint/*, "
-                        "state/body/*, command/body/velocity)"
+                        f"{port.message_type}; the simulator publishes JointState, Imu, Twist, "
+                        "Odometry, Image and PointCloud2: give the port a kind that binds it to "
+                        "one (state/joint/*, state/body/*, command/body/velocity, "
+                        "state/camera/*, state/terrain/height)"
                     )
+                if port.message_type == POINT_CLOUD2:
+                    check_scan_port(self.map.height_scan, topic, port, str(self.map.path))
+                    self._clouds[topic] = port
                 missing = [j for j in (port.binding.elements if port.message_type == JOINT_STATE
                                        else ()) if j not in self.joints]  # fmt: skip
                 if missing:
@@ -237,12 +279,21 @@ class SimulatedRobot:
         return float(self.data.time)
 
     def sensor_messages(self) -> dict[str, bytes]:
-        """The serialized message of every graph input topic, now."""
-        return {topic: self._message(kind) for topic, kind in self.topics.items()}
+        """The serialized message of every graph input topic due this tick (a camera's on
+        the ticks its ``every`` picks, every other topic each tick), all of the state now."""
+        frames = self.cameras.render(self.data, self.tick)
+        return {
+            topic: self._message(kind, topic, frames)
+            for topic, kind in self.topics.items()
+            if kind != IMAGE or topic in frames
+        }
 
-    def _message(self, kind: str) -> bytes:
+    def _message(self, kind: str, topic: str, frames: dict[str, np.ndarray]) -> bytes:
         fields = self._layouts[kind]
-        message = cdr.defaults(fields)
+        if kind == POINT_CLOUD2:
+            message = self.scanner.message(self.data, fields)  # type: ignore[union-attr]
+        else:
+            message = cdr.defaults(fields)
         nanoseconds = round(self.data.time * 1e9)
         if hasattr(message, "header"):
             message.header.stamp.sec, message.header.stamp.nanosec = divmod(nanoseconds, 10**9)
@@ -253,6 +304,11 @@ class SimulatedRobot:
             message.velocity = data.qvel[self._dofs].astype("<f8")
             effort = dict(zip(self.commanded, self._torque, strict=True))
             message.effort = np.array([effort.get(joint, 0.0) for joint in self.joints], "<f8")
+        elif kind == IMAGE:
+            stream = next(s for s in self.cameras.streams if s.topic == topic)
+            fill_image(message, frames[topic], stream)
+        elif kind == ODOMETRY:
+            fill_odometry(message, self.odometry, model, data, self.map.odometry.frame_id)
         elif kind == IMU:
             message.header.frame_id = self.imu.name
             w, x, y, z = self.imu.orientation(data)
@@ -260,7 +316,7 @@ class SimulatedRobot:
             q.x, q.y, q.z, q.w = float(x), float(y), float(z), float(w)
             _set(message.angular_velocity, self.imu.angular_velocity(model, data))
             _set(message.linear_acceleration, self.imu.linear_acceleration(model, data))
-        else:
+        elif kind != POINT_CLOUD2:
             twist = message.twist if kind == TWIST_STAMPED else message
             linear, angular = self._commanded_velocity()
             _set(twist.linear, linear)
@@ -292,7 +348,12 @@ class SimulatedRobot:
             self._torque = torque
             mujoco.mj_step(model, data)
         mujoco.mj_forward(model, data)  # poses, velocities, accelerations of the state reached
+        self.tick += 1
         return self.state()
+
+    def close(self) -> None:
+        """Free the cameras' renderers (their GL contexts)."""
+        self.cameras.close()
 
     def state(self) -> TickState:
         """The robot now (after :meth:`act`, or at the start)."""

@@ -6,7 +6,10 @@ Each control tick, in both loops: the robot's sensor messages are made
 with the command, the robot applies it for ``decimation`` physics steps. The graph loop sends
 the messages over the graph's topics (:class:`~leapp_ros.testing.GraphUnderTest`, isolated on
 this machine, in any deployment) and waits for every output they drive; the ``leapp.Pipeline`` loop
-decodes the same bytes as the nodes do and calls ``Pipeline.step``. ``leapp-ros sim`` runs an
+decodes the same bytes as the nodes do and calls ``Pipeline.step``. A camera whose ``every``
+skips ticks sends nothing on the others: the ``leapp.Pipeline`` loop keeps its last frame, the
+graph's nodes that take it wait for the next, and :func:`check_rates` refuses a map where the
+command would wait with them. ``leapp-ros sim`` runs an
 export, not the user's PyTorch code, so ``leapp.Pipeline`` (the artifacts run in this process,
 no ROS) is its reference: it tells a fault of the graph (transport, message codecs, modes)
 from one of the artifacts, which both loops share; whether the artifacts compute what the
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,11 +38,11 @@ from leapp_ros.messages.topic_io import OutputWriter
 from leapp_ros.plan.pipeline import PUBLISHER_QOS, PipelinePlan, QosPlan
 from leapp_ros.run.deployment import Deployment
 from leapp_ros.sim.mujoco_robot import SimulatedRobot, TickState
-from leapp_ros.sim.sim_map import SimMap
+from leapp_ros.sim.sim_map import SimMap, SimMapError
 from leapp_ros.testing.failures import GraphAssertionError
 from leapp_ros.testing.topics import driven_outputs
 
-__all__ = ["LoopRecord", "SimReport", "run_graph", "run_pipeline", "simulate"]
+__all__ = ["LoopRecord", "SimReport", "check_rates", "run_graph", "run_pipeline", "simulate"]
 
 _HARNESS_QOS = QosPlan("reliable", depth=10)  # what GraphUnderTest publishes inputs with
 
@@ -160,8 +164,47 @@ class SimReport:
         )
 
 
-def _external_keys(plan: PipelinePlan) -> list[str]:
-    return [f"{n.name}/{p.port}" for n in plan.nodes for p in n.inputs if p.kind == "external"]
+def _external_keys(plan: PipelinePlan) -> dict[str, list[str]]:
+    """Absolute external input topic -> the ``node/port`` keys it feeds."""
+    keys: dict[str, list[str]] = {}
+    for node in plan.nodes:
+        for port in node.inputs:
+            if port.kind == "external" and port.topic is not None:
+                keys.setdefault(plan.resolve(port.topic), []).append(f"{node.name}/{port.port}")
+    return keys
+
+
+def _awaited(plan: PipelinePlan, topics: Iterable[str], fused: bool = False) -> list[str]:
+    """The outputs the graph publishes for messages on ``topics``: its nodes fire when each of
+    their inputs has a new message; a fused node takes every external input."""
+    keys = _external_keys(plan)
+    topics = set(topics)
+    if fused and topics != set(keys):
+        return []
+    return driven_outputs(plan, [key for topic in topics for key in keys[topic]])
+
+
+def check_rates(plan: PipelinePlan, robot: SimulatedRobot, fused: bool = False) -> None:
+    """That the topics published every tick make the graph publish its command: a camera
+    whose ``every`` skips ticks must feed no node on the command's path (nor a fused node,
+    which takes every input), which would wait for its next frame (every input of a node
+    triggers it).
+
+    Raises:
+        SimMapError: the command would not come every tick (names the cameras).
+    """
+    slow = {s.topic: s for s in robot.cameras.streams if s.every > 1}
+    every_tick = set(robot.topics) - set(slow)
+    if not slow or robot.command_key in _awaited(plan, every_tick, fused):
+        return
+    cameras = ", ".join(f"{s.camera} on {topic} (every {s.every})" for topic, s in slow.items())
+    where = "the fused node, which takes every input," if fused else "the command's nodes,"
+    raise SimMapError(
+        f"{robot.map.path}: camera(s) {cameras} feed {where} and a node fires when each of its "
+        f"inputs has a new message: the command {robot.command_key} would come on the "
+        "cameras' ticks only. Give those cameras every: 1"
+        + ("" if fused else ", or feed them to nodes off the command's path")
+    )
 
 
 def run_pipeline(plan: PipelinePlan, mjcf: str | os.PathLike[str], sim_map: SimMap) -> LoopRecord:
@@ -170,18 +213,21 @@ def run_pipeline(plan: PipelinePlan, mjcf: str | os.PathLike[str], sim_map: SimM
     from leapp.run.pipeline import Pipeline
 
     robot = SimulatedRobot(mjcf, sim_map, plan)
-    pipeline = Pipeline(spec_module.load(plan.spec_path))
-    readers = input_readers(plan)
-    commands, states = [], []
-    for _ in range(sim_map.ticks):
-        inputs = {}
-        for topic, data in robot.sensor_messages().items():
-            node, reader = readers[topic]
-            for position, value in zip(reader.indices, reader.read_raw(data), strict=True):
-                inputs[f"{node.name}/{node.inputs[position].port}"] = as_tensor(value)
-        command = pipeline.step(inputs)[robot.command_key].numpy().copy()
-        commands.append(command)
-        states.append(robot.act(command))
+    try:
+        pipeline = Pipeline(spec_module.load(plan.spec_path))
+        readers = input_readers(plan)
+        commands, states = [], []
+        inputs = {}  # the newest value of every input: a camera's frame until its next one
+        for _ in range(sim_map.ticks):
+            for topic, data in robot.sensor_messages().items():
+                node, reader = readers[topic]
+                for position, value in zip(reader.indices, reader.read_raw(data), strict=True):
+                    inputs[f"{node.name}/{node.inputs[position].port}"] = as_tensor(value)
+            command = pipeline.step(inputs)[robot.command_key].numpy().copy()
+            commands.append(command)
+            states.append(robot.act(command))
+    finally:
+        robot.close()
     return LoopRecord(tuple(commands), tuple(states), sim_map)
 
 
@@ -195,7 +241,19 @@ def run_graph(
     """The loop with the started ``graph`` (a GraphUnderTest) as the controller; the record
     and why it stopped early (None: it ran every tick)."""
     robot = SimulatedRobot(mjcf, sim_map, plan)
-    awaited = driven_outputs(plan, _external_keys(plan))
+    try:
+        return _graph_loop(graph, plan, robot, bag)
+    finally:
+        robot.close()
+
+
+def _graph_loop(
+    graph: object, plan: PipelinePlan, robot: SimulatedRobot, bag: BagWriter | None
+) -> tuple[LoopRecord, str | None]:
+    sim_map = robot.map
+    fused = bool(getattr(graph, "fused", False))
+    check_rates(plan, robot, fused)
+    awaited = _awaited(plan, robot.topics, fused)
     writers = {key: OutputWriter(plan.node(key.split("/")[0]).output(key.split("/")[1]),
                                  raw=True) for key in awaited}  # fmt: skip
     if bag is not None:
@@ -209,12 +267,17 @@ def run_graph(
         for _ in range(sim_map.ticks):
             stamp = start_ns + round(robot.time_s * 1e9)
             messages = robot.sensor_messages()
-            published = graph.send(messages, outputs=awaited)  # type: ignore[attr-defined]
+            everything = len(messages) == len(robot.topics)
+            driven = awaited if everything else _awaited(plan, messages, fused)
+            published = graph.send(messages, outputs=driven)  # type: ignore[attr-defined]
             if bag is not None:
                 for topic, data in messages.items():
                     bag.write(topic, stamp, data)
                 for key, writer in writers.items():
-                    bag.write(plan.resolve(key), stamp + 1000, bytes(writer.write(published[key])))
+                    if key in published:
+                        bag.write(
+                            plan.resolve(key), stamp + 1000, bytes(writer.write(published[key]))
+                        )
             command = published[robot.command_key].numpy().copy()
             commands.append(command)
             states.append(robot.act(command))
@@ -244,7 +307,12 @@ def simulate(
     from leapp_ros.testing import GraphUnderTest
 
     deployment = Deployment.parse(deployment)
-    command = plan.resolve(SimulatedRobot(mjcf, sim_map, plan).command_key)  # every check
+    robot = SimulatedRobot(mjcf, sim_map, plan)  # every check
+    try:
+        check_rates(plan, robot, deployment is Deployment.FUSED)
+        command = plan.resolve(robot.command_key)
+    finally:
+        robot.close()
     writer = BagWriter(bag) if bag is not None else None
     try:
         reference = run_pipeline(plan, mjcf, sim_map)

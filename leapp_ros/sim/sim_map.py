@@ -24,6 +24,20 @@
     fall:
       min_height: 0.3        # m: the base below this height is a fall
       max_tilt_deg: 60       # the base's z axis this far from the world's is a fall
+    cameras:                 # MJCF cameras rendered offscreen (MuJoCo's Renderer)
+      head:                  # the camera's name in the MJCF
+        depth: observe/depth # the graph input taking its depth image (32FC1, metres)
+        colour: observe/rgb  # ... its colour image (rgb8); give depth, colour or both
+        every: 2             # control ticks per frame (default 1: every tick)
+    odometry:                # the nav_msgs/Odometry (default: of the base, in frame world)
+      body: torso
+      frame_id: world
+    height_scan:             # terrain heights around the base by ray casts, a PointCloud2
+      topic: observe/heights # the graph input taking them
+      grid: [5, 7]           # rows (along the base's heading), columns (to its left)
+      spacing: [0.1, 0.1]    # m between rows, between columns (or one number)
+      relative_to: base      # heights less the base's height, or world
+      cast_from: 1.0         # m above the base the rays start, straight down
 
 Every key but ``command`` is optional. What is published each tick follows from the graph's
 input topics: a ``sensor_msgs/JointState`` topic gets the joints' positions and velocities
@@ -31,7 +45,11 @@ input topics: a ``sensor_msgs/JointState`` topic gets the joints' positions and 
 orientation, angular velocity and linear acceleration of the ``imu`` body's frame or the
 ``imu_site``'s, as MuJoCo's framequat, gyro and accelerometer sensors there read them
 (:mod:`leapp_ros.sim.imu_frame`), a ``geometry_msgs/Twist`` (or ``TwistStamped``) topic
-``command_velocity``. :func:`load_map` checks the file's schema, and
+``command_velocity``, a ``nav_msgs/Odometry`` topic the pose of the ``odometry`` body in
+the world and its twist in its own frame (REP 105), a ``sensor_msgs/Image`` topic the frame a
+``cameras`` entry renders for it, a ``sensor_msgs/PointCloud2`` topic the ``height_scan``
+(:mod:`leapp_ros.sim.camera_frames`, :mod:`leapp_ros.sim.height_scan`). :func:`load_map`
+checks the file's schema, and
 :class:`~leapp_ros.sim.mujoco_robot.SimulatedRobot` checks it against the model and the plan;
 both raise :class:`SimMapError` naming the key, joint, body, site or topic that does not fit,
 and what to write instead.
@@ -50,8 +68,11 @@ from leapp.errors import LeappError
 
 __all__ = [
     "BasePose",
+    "CameraMap",
     "CommandMap",
     "FallRule",
+    "HeightScan",
+    "OdometryMap",
     "SimMap",
     "SimMapError",
     "load_map",
@@ -59,11 +80,16 @@ __all__ = [
 ]
 
 _KEYS = {"decimation", "timestep", "ticks", "base", "base_pose", "joints", "initial", "imu",
-         "imu_site", "command_velocity", "command", "fall"}  # fmt: skip
+         "imu_site", "command_velocity", "command", "fall", "cameras", "odometry",
+         "height_scan"}  # fmt: skip
 _COMMAND_KEYS = {"topic", "mode", "kp", "kd", "torque_limit"}
 _FALL_KEYS = {"min_height", "max_tilt_deg"}
 _POSE_KEYS = {"position", "orientation"}
+_CAMERA_KEYS = {"depth", "colour", "every"}
+_ODOMETRY_KEYS = {"body", "frame_id"}
+_SCAN_KEYS = {"topic", "grid", "spacing", "relative_to", "cast_from"}
 MODES = ("position", "torque")
+HEIGHT_ORIGINS = ("base", "world")
 
 
 class SimMapError(LeappError):
@@ -106,6 +132,42 @@ class BasePose:
 
 
 @dataclass(frozen=True)
+class CameraMap:
+    """The MJCF camera ``name``: its depth image on the graph input topic ``depth``, its
+    colour image on ``colour`` (relative to the namespace; empty: not rendered), one frame
+    every ``every`` control ticks (the first tick's included)."""
+
+    name: str
+    depth: str = ""
+    colour: str = ""
+    every: int = 1
+
+
+@dataclass(frozen=True)
+class OdometryMap:
+    """Whose ``nav_msgs/Odometry``: the ``body`` (empty: the base), its pose in the frame
+    ``frame_id`` (the MuJoCo world)."""
+
+    body: str = ""
+    frame_id: str = "world"
+
+
+@dataclass(frozen=True)
+class HeightScan:
+    """Terrain heights on a ``rows`` x ``columns`` grid, ``spacing`` (m, between rows and
+    between columns) apart, centred under the base and turned with its heading, published on
+    the graph input ``topic``; ``relative_to`` ``base`` (the hit's height less the base's) or
+    ``world``; the rays start ``cast_from`` m above the base."""
+
+    topic: str
+    rows: int
+    columns: int
+    spacing: tuple[float, float]
+    relative_to: str = "base"
+    cast_from: float = 1.0
+
+
+@dataclass(frozen=True)
 class SimMap:
     """A checked map (see the module documentation); ``path`` for messages. ``imu`` is the
     Imu's body, or empty when ``imu_site`` names its site; ``timestep`` None keeps the
@@ -124,6 +186,9 @@ class SimMap:
     imu_site: str = ""
     base_pose: BasePose | None = None
     timestep: float | None = None
+    cameras: tuple[CameraMap, ...] = ()
+    odometry: OdometryMap = OdometryMap()
+    height_scan: HeightScan | None = None
 
 
 def load_map(path: str | os.PathLike[str]) -> SimMap:
@@ -204,7 +269,62 @@ def parse_map(document: Any, path: Path) -> SimMap:
         imu_site=imu_site,
         base_pose=_pose(document["base_pose"], what) if "base_pose" in document else None,
         timestep=None if timestep is None else float(timestep),
+        cameras=_cameras(document.get("cameras", {}), what),
+        odometry=_odometry(document.get("odometry", {}), what),
+        height_scan=_scan(document["height_scan"], what) if "height_scan" in document else None,
     )
+
+
+def _cameras(value: Any, what: str) -> tuple[CameraMap, ...]:
+    cameras = []
+    for name, entry in _mapping(value, f"{what}: cameras").items():
+        where = f"{what}: cameras.{name}"
+        entry = _mapping(entry, where)
+        _unknown(entry, _CAMERA_KEYS, where)
+        depth = _name(entry.get("depth", ""), f"{where}.depth")
+        colour = _name(entry.get("colour", ""), f"{where}.colour")
+        if not depth and not colour:
+            raise SimMapError(
+                f"{where}: give the graph input topic of its depth image (depth: <topic>), of "
+                "its colour image (colour: <topic>) or both"
+            )
+        every = _positive_int(entry.get("every", 1), f"{where}.every")
+        cameras.append(CameraMap(str(name), depth, colour, every))
+    return tuple(cameras)
+
+
+def _odometry(value: Any, what: str) -> OdometryMap:
+    entry = _mapping(value, f"{what}: odometry")
+    _unknown(entry, _ODOMETRY_KEYS, f"{what}: odometry")
+    frame = _name(entry.get("frame_id", "world"), f"{what}: odometry.frame_id")
+    return OdometryMap(_name(entry.get("body", ""), f"{what}: odometry.body"), frame or "world")
+
+
+def _scan(value: Any, what: str) -> HeightScan:
+    where = f"{what}: height_scan"
+    entry = _mapping(value, where)
+    _unknown(entry, _SCAN_KEYS, where)
+    for key in ("topic", "grid", "spacing"):
+        if key not in entry:
+            raise SimMapError(f"{where}: no {key} (topic: the graph input, grid: [rows, "
+                              "columns], spacing: m between samples)")  # fmt: skip
+    grid = entry["grid"]
+    if not isinstance(grid, list) or len(grid) != 2:
+        raise SimMapError(f"{where}.grid takes [rows, columns], got {grid!r}")
+    rows, columns = (_positive_int(n, f"{where}.grid") for n in grid)
+    spacing = entry["spacing"]
+    spacing = _numbers(spacing, f"{where}.spacing") if isinstance(spacing, list) else [
+        _number(spacing, f"{where}.spacing")] * 2  # fmt: skip
+    if len(spacing) != 2 or min(spacing) <= 0:
+        raise SimMapError(f"{where}.spacing takes one positive number of m or two (between "
+                          f"rows, between columns), got {entry['spacing']!r}")  # fmt: skip
+    relative = entry.get("relative_to", "base")
+    if relative not in HEIGHT_ORIGINS:
+        raise SimMapError(f"{where}.relative_to is {relative!r}; choose "
+                          f"{' or '.join(HEIGHT_ORIGINS)}")  # fmt: skip
+    cast_from = _number(entry.get("cast_from", 1.0), f"{where}.cast_from")
+    topic = _name(entry["topic"], f"{where}.topic")
+    return HeightScan(topic, rows, columns, (spacing[0], spacing[1]), relative, cast_from)
 
 
 def _pose(value: Any, what: str) -> BasePose:

@@ -12,6 +12,7 @@ pipeline.launch.py pipeline:=EXPORT`` starts the same processes)::
     leapp-ros run exports/torch_pipeline --cpu-latency-us 0 --pin-cpus   # lowest latency
     leapp-ros run exports/torch_pipeline --nodes preprocess   # this host's share of the graph
     leapp-ros run exports/torch_pipeline --no-autostart  # nodes wait for `ros2 lifecycle`
+    leapp-ros run exports/torch_pipeline --ros-args -r preprocess/state:=/state  # as --remap
 
 ``--composed`` and ``--fused`` are short for ``--deployment composed`` / ``fused``. The runner
 starts the processes ``ros2 launch leapp_ros pipeline.launch.py`` starts with the same options
@@ -51,8 +52,10 @@ from leapp_ros.plan.selection import node_names
 from leapp_ros.run.deployment import LOG_LEVELS, GraphOptions
 from leapp_ros.run.runner import EXIT_USAGE, make_graph, serve
 from leapp_ros.tools.bag_verification import add_bag_arguments, verify_bag_command
+from leapp_ros.tools.bounds_command import add_bounds
 from leapp_ros.tools.deployment_option import add_deployment_option
 from leapp_ros.tools.record_command import add_record
+from leapp_ros.tools.ros_arguments import apply_ros_arguments, split_ros_arguments
 from leapp_ros.tools.sim_command import add_sim
 
 __all__ = ["build_parser", "main"]
@@ -76,12 +79,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verify(commands)
     add_record(commands)
     add_sim(commands)
+    add_bounds(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``leapp-ros`` with ``argv`` (default: ``sys.argv[1:]``); the exit code."""
-    args = build_parser().parse_args(argv)  # bad usage: argparse prints it and exits with 2
+    parser = build_parser()
+    try:
+        argv, ros = split_ros_arguments(sys.argv[1:] if argv is None else argv)
+    except ValueError as error:
+        parser.error(str(error))  # usage and the reason; exits with 2
+    args = parser.parse_args(argv)  # bad usage: argparse prints it and exits with 2
+    if ros is not None:
+        apply_ros_arguments(parser, args, ros)
     level = _LOGGING_LEVELS.get(getattr(args, "log_level", None) or "info", logging.INFO)
     logging.basicConfig(level=level, format=f"[{PROG}] %(message)s", stream=sys.stderr)
     try:
@@ -193,7 +204,8 @@ def _add_inspect(commands: argparse._SubParsersAction) -> None:
     inspect.add_argument(
         "--params-file",
         type=Path,
-        help="the nodes' ROS 2 parameters YAML: its ports.<port>.* overrides change messages",
+        help="the nodes' ROS 2 parameters YAML: its ports.<port>.* overrides change messages, "
+        "its firing and rate_hz each node's firing",
     )
     inspect.add_argument(
         "--picture",

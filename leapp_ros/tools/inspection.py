@@ -2,7 +2,9 @@
 
 :func:`describe_plan` renders a :class:`~leapp_ros.plan.pipeline.PipelinePlan` as aligned tables:
 
-- the nodes, with their backend, artifact and firing rule;
+- the nodes, with their backend, artifact and firing rule (``inputs`` or ``timer``, and the
+  rate: the spec's ``pipeline.configs.node_frequency`` or ``frequency``, or ``rate_hz`` from
+  the parameters file that ``--params-file`` names);
 - every publisher (one per output) and every subscription (one per input fed over a topic,
   and a node's packed input) with message type, dtype, shape, QoS and whether it fires the
   node (``newest value``: an input outside the node's ``triggers``);
@@ -126,11 +128,13 @@ _SUBSCRIPTION_HEADER = ("TOPIC", "TYPE", "DTYPE", "SHAPE", "NODE/PORT", "KIND", 
 
 
 def _pipeline_rate(plan: PipelinePlan) -> str:
-    rates = {node.firing.rate_hz for node in plan.nodes}
-    rate = rates.pop() if len(rates) == 1 else None
+    rate = plan.frequency
+    own = len({node.firing.rate_hz for node in plan.nodes}) > 1
+    tail = "; some nodes at rates of their own: see nodes" if own else ""
     if rate is None:
-        return "none (pipeline.configs.frequency not set; a timer node needs rate_hz)"
-    return f"{_number(rate)} Hz (pipeline.configs.frequency; the timer rate of firing 'timer')"
+        return "none (pipeline.configs.frequency not set; a timer node needs rate_hz)" + tail
+    text = f"{_number(rate)} Hz (pipeline.configs.frequency; the timer rate of firing 'timer')"
+    return text + tail
 
 
 def _node_row(node: NodePlan) -> tuple[str, ...]:

@@ -19,6 +19,10 @@ folder of the graph loop (``leapp-ros verify --bag`` and ``ros2 bag`` read it), 
 code 0 when the graph equals the ``leapp.Pipeline`` loop within ``--tolerance`` and the robot
 never fell, 1 otherwise, 2 for a bad export, model, map or output folder (before anything
 starts).
+
+Camera frames are rendered offscreen through OpenGL: without a display the tool asks MuJoCo
+for EGL (``MUJOCO_GL=egl``, Mesa's ``libEGL`` or a GPU driver's) unless ``MUJOCO_GL`` says
+otherwise; a backend that does not start is an error (exit code 2) saying what to install.
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ def add_sim(commands: argparse._SubParsersAction) -> None:
         "sim",
         help="drive a MuJoCo model with the live graph in lockstep, compared with leapp.Pipeline",
         description=(
-            "Each control tick: publish the model's sensor messages (JointState, Imu, Twist) "
-            "on the graph's input topics, wait for the command, apply it (position targets "
+            "Each control tick: publish the model's sensor messages (JointState, Imu, Twist, "
+            "Odometry, camera Images, height samples as PointCloud2) on the graph's input "
+            "topics, wait for the command, apply it (position targets "
             "through PD gains, or torques), step the physics 'decimation' times. The same loop "
             "with leapp.Pipeline (the export's artifacts, no ROS) is the reference. Needs "
             "MuJoCo: pip install 'leapp_ros[sim]'."

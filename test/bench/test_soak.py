@@ -50,7 +50,9 @@ def fault(report: soak.ModeReport, kind: str) -> soak.Fault:
 
 
 def test_every_action_is_eager_pytorchs_on_the_inputs_that_produced_it(report):
-    assert report.received > 0.5 * report.sent
+    # enough actions checked for the claim to mean something; how many of the sent ticks a
+    # loaded machine answers is the loss test's (and bench/soak.py's) question
+    assert report.received >= 1000, report.describe()
     assert report.wrong == 0
 
 

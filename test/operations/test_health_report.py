@@ -61,3 +61,46 @@ def test_the_estop_and_the_safe_action_warn_and_a_level_change_is_noticed():
     (status,) = report.statuses([record(estop=True, safe_action=True)], 0.5, periodic=False)
     assert status.level == DiagnosticStatus.WARN and "e-stop" in status.message
     assert not report.changed([record(estop=True, safe_action=True)])
+
+
+VIOLATION = {
+    "port": "joint_vel",
+    "element": "elbow",
+    "value": 12.5,
+    "bound": "max",
+    "limit": 2.0,
+    "action": "drop",
+    "text": "input joint_vel[elbow] = 12.5 above max 2",
+}
+
+
+def test_an_out_of_domain_value_warns_naming_port_element_and_value():
+    report = HealthReport("/robot")
+    report.statuses([record()], 0.0)
+    (status,) = report.statuses([record(out_of_domain=1, last_out_of_domain=VIOLATION)], 1.0)
+    assert status.level == DiagnosticStatus.WARN
+    assert "joint_vel[elbow] = 12.5 above max 2" in status.message
+
+
+def test_a_latched_safe_action_is_an_error_naming_its_cause_not_a_timeout():
+    report = HealthReport("/robot")
+    report.statuses([record()], 0.0)
+    cause = "node 'preprocess': out of domain: input joint_vel[elbow] = 12.5 above max 2"
+    latched = record(latched=True, latch_cause=cause, safe_action=True)
+    assert report.changed([latched])
+    (status,) = report.statuses([latched], 1.0)
+    assert status.level == DiagnosticStatus.ERROR
+    assert cause in status.message and "input_timeout_ms" not in status.message
+    assert {kv.key: kv.value for kv in status.values}["latched"] == "true"
+
+
+def test_a_ramp_in_shows_blending_and_its_start_and_end_publish_at_once():
+    report = HealthReport("/robot")
+    report.statuses([record()], 0.0)
+    progress = {"joint_targets": {"command": 2, "of": 5, "weight": 0.4, "from": "measured"}}
+    blending = record(blending=progress)
+    assert report.changed([blending])
+    (status,) = report.statuses([blending], 1.0)
+    assert status.level == DiagnosticStatus.OK
+    assert "blending joint_targets 2/5 from measured" in status.message
+    assert report.changed([record(blending={})])

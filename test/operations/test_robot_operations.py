@@ -111,7 +111,11 @@ class Inputs:
         def answered():
             return [c for c in self.commands()[before:] if not is_safe(c)][:1]
 
-        (command,) = self.graph.probe.spin_until(answered, WAIT_S, "a command")
+        try:
+            (command,) = self.graph.probe.spin_until(answered, WAIT_S, "a command")
+        except AssertionError as error:  # what each node received and did, for the record
+            statuses = self.graph.probe.watch_status(self.graph.plan.namespace)
+            raise AssertionError(f"{error}; statuses: {statuses}") from None
         torch.testing.assert_close(command, expected, rtol=1e-5, atol=1e-5)
         return command
 

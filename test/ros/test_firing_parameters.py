@@ -1,5 +1,6 @@
 """A node's firing parameters are checked before it runs: ``triggers`` names inputs that can
-fire it, and a parameter no node knows is refused (a typo never passes unnoticed).
+fire it (on a timer, with a stamp sync, those gathered by stamp), and a parameter no node knows
+is refused (a typo never passes unnoticed).
 
 The rules on plans need no ROS; the nodes' refusals are checked on real processes, which must
 exit with code 2 and one error line naming the parameter and what is allowed.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 from support.ros import node_args, run_to_exit, startup_error_line
@@ -73,6 +75,26 @@ def test_triggers_on_a_timer_are_refused(tmp_path):
     timer = {**SETTINGS, "firing": "timer", "rate_hz": 50.0, "triggers": ("state",)}
     with pytest.raises(StartupError, match="runs on a timer"):
         firing_rule(preprocess, timer)
+
+
+def test_a_timer_with_a_stamp_sync_takes_the_newest_whole_set_of_its_triggers(tmp_path):
+    from leapp_ros.node.input_sets import InputSets
+
+    preprocess = plan_of(tmp_path, LEAPP_SEED_SPEC, "torch_pipeline").node("preprocess")
+    timer = {**SETTINGS, "firing": "timer", "rate_hz": 50.0, "sync": "exact"}
+    rule = firing_rule(preprocess, {**timer, "triggers": ("state",)})
+    assert (rule.mode, rule.sync, rule.triggers) == ("timer", "exact", ("state",))
+    assert rule.describe() == "timer at 50 Hz (triggers: state), sync exact"
+    node = replace(preprocess, firing=rule)
+    assert node.triggering() == {0}, "gathered by stamp; velocity is a newest value"
+    assert replace(preprocess, firing=firing_rule(preprocess, timer)).triggering() == {0, 1}
+    data = SimpleNamespace(values=[None, None], name="preprocess", plan=preprocess)
+    sets = InputSets.of_node(node, data)
+    assert list(sets.checked) == [0, 1], "a tick needs the set and the newest values"
+    assert sets.unusable(1.0).index == 0 and sets.unusable(1.0).missing
+    data.values[:] = ["state", "velocity"]
+    sets.stamps.update({0: 0.9, 1: 0.95})
+    assert sets.unusable(1.0) is None
 
 
 @pytest.mark.ros

@@ -10,7 +10,10 @@ the test how to run it:
   environment the test runs in);
 - ``<!-- test: background, ready when "TEXT" -->``: started in the background, as in a second
   terminal; the next step waits until its output shows TEXT, and it is stopped with SIGINT
-  (Ctrl-C) when its section (``##`` heading) ends.
+  (Ctrl-C) when its section (``##`` heading) ends;
+- ``<!-- test: run by test/AREA/test_NAME.py -->``: not run from the page, because it needs
+  what no page run has (a colcon workspace, two machines): that test runs each of its command
+  lines as written (``test/docs/test_doc_blocks.py`` checks the file holds every line).
 """
 
 from __future__ import annotations
@@ -19,18 +22,20 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Block", "page_blocks"]
+__all__ = ["Block", "command_lines", "included_files", "page_blocks"]
 
 _FENCE = re.compile(r"^(`{3,})(\w*)")
 _DIRECTIVE = re.compile(r"^<!--\s*test:\s*(.*?)\s*-->$")
 _READY = re.compile(r'^background, ready when "(.+)"$')
+_RUN_BY = re.compile(r"^run by (test/\S+\.py)$")
 STEP_LANGUAGES = ("bash", "python")
 
 
 @dataclass(frozen=True)
 class Block:
     """One fenced code block: its language, code, section and line, and how to run it
-    (``mode``: ``run``, ``skip``, ``background`` or ``shown``)."""
+    (``mode``: ``run``, ``skip``, ``background``, ``elsewhere`` or ``shown``; ``ready``: a
+    background block's ready text, ``test``: the test file that runs an ``elsewhere`` block)."""
 
     language: str
     code: str
@@ -38,6 +43,7 @@ class Block:
     line: int
     mode: str
     ready: str = ""
+    test: str = ""
 
     def where(self, page: Path) -> str:
         return f"{page.name}:{self.line} ({self.section})"
@@ -77,8 +83,36 @@ def _block(language: str, code: str, section: str, line: int, directive: str, pa
         return Block(language, code, section, line, "run")
     if directive.startswith("skip, "):
         return Block(language, code, section, line, "skip")
+    run_by = _RUN_BY.match(directive)
+    if run_by:
+        return Block(language, code, section, line, "elsewhere", test=run_by.group(1))
     ready = _READY.match(directive)
     if ready and language == "bash":
         return Block(language, code, section, line, "background", ready.group(1))
     raise ValueError(f"{page.name}:{line}: unknown directive 'test: {directive}' (skip, "
-                     'REASON | background, ready when "TEXT")')  # fmt: skip
+                     'REASON | background, ready when "TEXT" | run by test/...py)')  # fmt: skip
+
+
+_INCLUDE = re.compile(r'^--8<--\s+"([^"]+)"\s*$')
+
+
+def included_files(block: Block) -> list[str]:
+    """The files a block includes (``--8<-- "path"`` or ``"path:section"``), relative to the
+    repository's root, as ``pymdownx.snippets`` reads them (mkdocs.yml: ``base_path: .``)."""
+    found = []
+    for line in block.code.splitlines():
+        include = _INCLUDE.match(line.strip())
+        if include:
+            found.append(include.group(1).split(":", 1)[0])
+    return found
+
+
+def command_lines(code: str) -> list[str]:
+    """The command lines of a bash block: continuation lines joined, comments and blank lines
+    left out, each as one line with single spaces."""
+    lines = []
+    for line in code.replace("\\\n", " ").splitlines():
+        command = line.split(" #", 1)[0].strip()
+        if command and not command.startswith("#"):
+            lines.append(" ".join(command.split()))
+    return lines

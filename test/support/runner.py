@@ -120,14 +120,16 @@ def wait_until(condition, timeout_s: float, interval_s: float = 0.05) -> bool:
 class Command:
     """A command run in its own process group with stdout and stderr merged and collected."""
 
-    def __init__(self, argv: Sequence[str], env: dict[str, str] | None = None):
+    def __init__(
+        self, argv: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None
+    ):
         self.lines: list[str] = []
         self._changed = threading.Condition()
         self.extra_pids: set[int] = set()
         self.process = subprocess.Popen(
             list(argv),
             env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
-            cwd=REPO,
+            cwd=REPO if cwd is None else cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

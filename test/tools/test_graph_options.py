@@ -97,3 +97,45 @@ def test_a_run_deployment_that_does_not_exist_exits_2_naming_the_choices(capsys)
 def test_a_launch_argument_that_does_not_fit_is_refused_naming_it(arguments, named):
     with pytest.raises(PlanError, match=named):
         GraphOptions.from_arguments(arguments)
+
+
+def test_ros_args_as_ros2_users_type_them_give_the_options_of_run_s_own_flags(monkeypatch):
+    own = ["--remap", "preprocess/state:=/state", "--remap", "policy/action:=/cmd"]
+    own += ["--namespace", "/robot1", "--params-file", str(PARAMS), "--log-level", "warn"]
+    ros = ["--ros-args", "-r", "preprocess/state:=/state", "--remap", "policy/action:=/cmd"]
+    ros += ["-r", "__ns:=/robot1", "--params-file", str(PARAMS), "--log-level", "WARN", "--"]
+    assert run_options(monkeypatch, *ros, "--fused") == run_options(monkeypatch, *own, "--fused")
+    # the remaps of --remap come first, then those of --ros-args
+    both = run_options(monkeypatch, "--remap", "a:=/b", "--ros-args", "-r", "c:=/d")
+    assert both.remaps == ("a:=/b", "c:=/d")
+
+
+@pytest.mark.parametrize(
+    ("ros_args", "says"),
+    [
+        (["-p", "firing:=timer"], "-p sets a parameter of one node; for a graph, write it in a"),
+        (["-r", "__node:=policy"], "__node:=policy would give every node of the graph one name"),
+        (["-e", "x"], "'-e' is not taken by leapp-ros run (it takes -r/--remap, --params-file"),
+        (["-r"], "-r needs a value"),
+        (["--log-level", "loud"], "--log-level loud: one of debug, info, warn, error, fatal"),
+    ],
+)
+def test_ros_args_run_cannot_apply_to_a_graph_exit_2_saying_what_to_write(capsys, ros_args, says):
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["run", "exports/anything", "--ros-args", *ros_args])
+    assert caught.value.code == 2
+    assert says in capsys.readouterr().err
+
+
+def test_an_option_given_before_and_in_ros_args_is_refused_not_overridden(capsys):
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["run", "x", "--log-level", "info", "--ros-args", "--log-level", "warn"])
+    assert caught.value.code == 2
+    assert "--log-level is given twice (before and after --ros-args)" in capsys.readouterr().err
+
+
+def test_only_run_takes_ros_args(capsys):
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["inspect", "exports/anything", "--ros-args", "-r", "a:=/b"])
+    assert caught.value.code == 2
+    assert "only 'run' takes ROS arguments, not 'inspect'" in capsys.readouterr().err

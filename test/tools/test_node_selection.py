@@ -97,9 +97,10 @@ def test_run_with_an_unknown_node_exits_2_naming_the_pipelines_nodes(plan, capsy
 def launch_pipeline(monkeypatch, *, as_plans: bool = True, **arguments: str) -> list:
     """What pipeline.launch.py's description (leapp_ros.run.launch_description) gives for
     ``arguments`` (the others at their defaults): each process as its ProcessPlan, or with
-    ``as_plans=False`` as its launch_ros action."""
+    ``as_plans=False`` as its launch_ros action (the log line before each is left out)."""
     pytest.importorskip("launch.actions", reason="ROS 2 launch is not installed (pip-only ROS)")
     pytest.importorskip("launch_ros.actions", reason="launch_ros is not installed")
+    from launch.actions import LogInfo
     from launch.launch_context import LaunchContext
 
     from leapp_ros.run import launch_description
@@ -113,7 +114,8 @@ def launch_pipeline(monkeypatch, *, as_plans: bool = True, **arguments: str) -> 
             part.perform(context) for part in defaults
         )
     context.launch_configurations.update(arguments)
-    return launch_description.launch_graph(context)
+    actions = launch_description.launch_graph(context)
+    return [action for action in actions if not isinstance(action, LogInfo)]
 
 
 def test_launch_argument_nodes_launches_only_the_named_nodes(plan, monkeypatch):

@@ -1,9 +1,12 @@
-"""The ROS 2 user's path, end to end, in a temporary colcon workspace (README, "On a ROS 2
-install").
+"""The ROS 2 user's path, end to end, in a temporary colcon workspace, as
+docs/how-to/colcon.md writes it: that page's commands, run here as written.
 
-Export the seed pipeline; copy this repository (the leapp_ros package) into ``ws/src``,
-``colcon build``, ``source install/setup.bash``; ``ros2 run leapp_ros leapp-ros generate`` the
-export's package into ``ws/src``, ``colcon build`` and source again; then:
+Export the seed pipeline into ``ws/exports``; copy this repository (the leapp_ros package)
+into ``ws/src``; then the page's build steps run in ``ws`` (``support.page_run``): ``colcon
+build``, ``source install/setup.bash``, ``ros2 run leapp_ros leapp-ros generate`` the export's
+package into ``ws/src``, ``colcon build`` and source again; then, with the page's command
+lines (:data:`LAUNCH_GENERATED` and the other constants, checked against the page by
+test/docs/test_doc_blocks.py):
 ``colcon test`` of the generated package (its launch_testing test replays the traced examples
 and random ticks over real topics, under each launch file) and of leapp_ros (a fast subset, see
 LEAPP_ROS_COLCON_SUBSET), each with nothing skipped (``colcon test-result`` counts a skip as no
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -43,6 +47,7 @@ pytest.importorskip(
 
 import torch
 from graph_client import descendants  # the processes a command started
+from support.page_run import run_page
 from support.ros import eager_seed
 from support.runner import REPO, Command, SeedIO, pid_alive, wait_until
 
@@ -59,6 +64,12 @@ BIN = Path(sys.executable).parent
 # What `colcon test --packages-select leapp_ros` runs here: the whole suite takes minutes and
 # runs in CI anyway, so this checks that colcon finds and runs leapp_ros's pytest tests.
 LEAPP_ROS_COLCON_SUBSET = ("test/ros/test_ros_plan.py", "test/ros/test_ros_messages.py")
+PAGE = "docs/how-to/colcon.md"  # its build steps run in the workspace fixture
+# the page's other command lines, run from the workspace's folder as written there
+LAUNCH_GENERATED = "ros2 launch torch_pipeline_ros torch_pipeline.launch.py"
+LAUNCH_COMPOSED = "ros2 launch leapp_ros pipeline.launch.py pipeline:=exports/torch_pipeline deployment:=composed"  # noqa: E501
+TEST_GENERATED = "colcon test --packages-select torch_pipeline_ros --return-code-on-test-failure --pytest-args -s"  # noqa: E501
+RESULTS_GENERATED = "colcon test-result --verbose --test-result-base build/torch_pipeline_ros"
 # Not copied into the workspace: environments, build outputs, caches.
 _NOT_SOURCES = shutil.ignore_patterns(
     ".git",
@@ -79,6 +90,12 @@ def tool(name: str) -> str:
     if not found:
         pytest.skip(f"{name} is not installed (ROS 2 launch stack / colcon)")
     return str(found)
+
+
+def argv_of(line: str) -> list[str]:
+    """``line`` as argv, its program found by :func:`tool`."""
+    argv = shlex.split(line)
+    return [tool(argv[0]), *argv[1:]]
 
 
 def run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> str:
@@ -124,28 +141,18 @@ def workspace(tmp_path_factory, domain_id):
     from support.ros import export_seed
 
     root = tmp_path_factory.mktemp("ws")
-    seed = export_seed(tmp_path_factory.mktemp("export"))
-    export = seed.path
-    env = ros_env(domain_id)
+    seed = export_seed(root / "exports")
+    tool("colcon"), tool("ros2")  # skip where they are missing
+    env = ros_env(domain_id, {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})
     shutil.copytree(REPO, root / "src" / "leapp_ros", ignore=_NOT_SOURCES, symlinks=True)
-    run([tool("colcon"), "build"], env, root, 300)
-    built = sourced(root / "install" / "setup.bash", env)
-    generate = ["ros2", "run", "leapp_ros", "leapp-ros", "generate", str(export), "--out", "src"]
-    run([tool("ros2"), *generate[1:]], built, root, 120)
-    run([tool("colcon"), "build"], built, root, 300)
-    return root, seed, sourced(root / "install" / "setup.bash", built)
+    run_page(REPO / PAGE, root, domain_id, env)
+    return root, seed, sourced(root / "install" / "setup.bash", env)
 
 
-def colcon_test(root: Path, env: dict[str, str], package: str, *pytest_args: str) -> str:
-    """``colcon test`` of ``package``, then ``colcon test-result --verbose``; their output."""
-    argv = [tool("colcon"), "test", "--packages-select", package, "--return-code-on-test-failure"]
-    if pytest_args:
-        argv += ["--pytest-args", *pytest_args]
-    tested = run(argv, env, root, 300)
-    results = root / "build" / package
-    verdict = run([tool("colcon"), "test-result", "--verbose", "--test-result-base", str(results)],
-                  env, root, 60)  # fmt: skip
-    return tested + verdict
+def colcon_test(root: Path, env: dict[str, str], test: str, results: str) -> str:
+    """The ``colcon test`` line ``test``, then the ``colcon test-result`` line ``results``;
+    their output."""
+    return run(argv_of(test), env, root, 300) + run(argv_of(results), env, root, 60)
 
 
 def test_colcon_build_installs_both_packages_with_their_executables_and_files(workspace):
@@ -179,7 +186,8 @@ def test_colcon_test_runs_the_generated_launch_test_and_it_passes(workspace):
     skipped inside it as passed, so its own unittest output (pytest -s) is read too: each run
     says ``Ran 2 tests`` and ``OK``, never ``OK (skipped=N)``."""
     root, _, env = workspace
-    assert count_tests(colcon_test(root, env, PACKAGE, "-s")) == 1  # one launch_testing item
+    tested = colcon_test(root, env, TEST_GENERATED, RESULTS_GENERATED)
+    assert count_tests(tested) == 1  # one launch_testing item
     log = root / "log" / "latest_test" / PACKAGE / "stdout_stderr.log"  # pytest's output
     output = log.read_text(errors="replace")
     for launch_file in LAUNCH_FILES:
@@ -192,7 +200,9 @@ def test_colcon_test_runs_the_generated_launch_test_and_it_passes(workspace):
 
 def test_colcon_test_runs_leapp_ros_pytest_tests_and_they_pass(workspace):
     root, _, env = workspace
-    output = colcon_test(root, env, "leapp_ros", *LEAPP_ROS_COLCON_SUBSET)
+    test = "colcon test --packages-select leapp_ros --return-code-on-test-failure --pytest-args"
+    results = "colcon test-result --verbose --test-result-base build/leapp_ros"
+    output = colcon_test(root, env, f"{test} {' '.join(LEAPP_ROS_COLCON_SUBSET)}", results)
     assert count_tests(output) >= 10  # pytest ran: unittest would have found nothing
 
 
@@ -202,14 +212,16 @@ def launch_and_answer(
     seed: SimpleNamespace,
     domain_id: int,
     tmp: Path,
+    root: Path,
     bring_up: Callable[[], None] | None = None,
 ) -> None:
-    """``ros2 launch ...`` with ``tmp`` as its temporary folder: every node ready (after
+    """``ros2 launch ...`` in the workspace's folder ``root``, with ``tmp`` as its temporary
+    folder: every node ready (after
     ``bring_up()``, given one), three random state / velocity pairs each answered with the
     action eager PyTorch computes, then SIGINT stops ros2 launch and every process it started
     with exit code 0, leaving no launch_params_* file in ``tmp`` (launch_ros never removes the
     YAML file it writes for a node's dict parameters)."""
-    command = Command(argv, {**env, "TMPDIR": str(tmp)})
+    command = Command(argv, {**env, "TMPDIR": str(tmp)}, cwd=root)
     probe = Probe(domain_id)
     try:
         if bring_up is not None:
@@ -242,9 +254,8 @@ def exited(command: Command) -> None:
 def test_ros2_launch_of_the_generated_package_answers_like_eager_and_stops_on_sigint(
     workspace, domain_id, tmp_path
 ):
-    _, seed, env = workspace
-    argv = [tool("ros2"), "launch", PACKAGE, "torch_pipeline.launch.py"]
-    launch_and_answer(argv, env, seed, domain_id, tmp_path)
+    root, seed, env = workspace
+    launch_and_answer(argv_of(LAUNCH_GENERATED), env, seed, domain_id, tmp_path, root)
 
 
 def ros2_lifecycle(env: dict[str, str], node: str, *transition: str) -> str:
@@ -267,8 +278,8 @@ def ros2_lifecycle(env: dict[str, str], node: str, *transition: str) -> str:
 def test_ros2_launch_of_the_generated_package_with_autostart_false_waits_for_ros2_lifecycle(
     workspace, domain_id, tmp_path
 ):
-    _, seed, env = workspace
-    argv = [tool("ros2"), "launch", PACKAGE, "torch_pipeline.launch.py", "autostart:=false"]
+    root, seed, env = workspace
+    argv = [*argv_of(LAUNCH_GENERATED), "autostart:=false"]
     nodes = [f"{NAMESPACE}/{node}" for node in NODES]
 
     def bring_up() -> None:
@@ -279,12 +290,11 @@ def test_ros2_launch_of_the_generated_package_with_autostart_false_waits_for_ros
             for transition in ("configure", "activate"):  # each checks "Transitioning successful"
                 list(pool.map(lambda node, t=transition: ros2_lifecycle(env, node, t), nodes))
 
-    launch_and_answer(argv, env, seed, domain_id, tmp_path, bring_up)
+    launch_and_answer(argv, env, seed, domain_id, tmp_path, root, bring_up)
 
 
 def test_ros2_launch_pipeline_composed_answers_like_eager_and_stops_on_sigint(
     workspace, domain_id, tmp_path
 ):
-    _, seed, env = workspace
-    argv = [tool("ros2"), "launch", "leapp_ros", "pipeline.launch.py", f"pipeline:={seed.path}"]
-    launch_and_answer([*argv, "deployment:=composed"], env, seed, domain_id, tmp_path)
+    root, seed, env = workspace
+    launch_and_answer(argv_of(LAUNCH_COMPOSED), env, seed, domain_id, tmp_path, root)

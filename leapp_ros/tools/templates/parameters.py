@@ -14,7 +14,7 @@ __all__ = ["parameters_yaml"]
 def parameters_yaml(info: PackageInfo) -> str:
     """One ``/<namespace>/<node>: ros__parameters:`` section per node, in pipeline order."""
     plan = info.plan
-    frequency = plan.nodes[0].firing.rate_hz if plan.nodes else None
+    frequency = plan.frequency
     rate = f"{frequency:g} Hz" if frequency else "not set: a timer needs rate_hz"
     lines = [
         f"# ROS 2 parameters of the nodes of the leapp pipeline {plan.name}",
@@ -30,7 +30,8 @@ def parameters_yaml(info: PackageInfo) -> str:
         "#                  data_flow) has a new message since the last run; feedback and state",
         "#                  inputs never trigger (they start from the initial values).",
         '#                  "timer": run at rate_hz on the latest value of every input.',
-        "#   rate_hz        timer rate in Hz; 0.0 means the pipeline's own rate",
+        "#   rate_hz        timer rate in Hz; 0.0 means the spec's: the node's own rate",
+        "#                  (pipeline.configs.node_frequency), else the pipeline's",
         f"#                  (pipeline.configs.frequency: {rate}).",
         "#   max_input_age  > 0.0: skip a run whose triggering inputs include one older than",
         '#                  this many seconds (counted as "stale" in _leapp/status);',
@@ -91,6 +92,7 @@ def _node_section(plan: PipelinePlan, node: NodePlan) -> list[str]:
             f"{port.dtype} {format_shape(port.shape)}"
         )
     lines += [
+        f"    # runs: {node.firing.describe()}",
         f'    firing: "{node.firing.mode}"',
         "    rate_hz: 0.0",
         "    max_input_age: 0.0",
