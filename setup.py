@@ -69,6 +69,7 @@ setup(
             "leapp_node = leapp_ros.node.pipeline_node:main",
             "leapp_container = leapp_ros.run.container:main",
             "leapp_fused = leapp_ros.node.fused_node:main",
+            "leapp_stand_in = leapp_ros.run.stand_in:main",
         ],
     },
 )

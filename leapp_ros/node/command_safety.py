@@ -12,9 +12,13 @@
   on it and publishes its safe action at once, every period after, until an operator releases
   it (its ``~/enable`` true, or a lifecycle transition: ``activate``). A latched node gives no
   command; commands resume, blended in, on a set gathered after the release.
+- the stand-in hold (``stand_in``, :mod:`leapp_ros.node.stand_in_handshake`): an activated node
+  gives no command, and no safe action, until the graph's stand-in
+  (:mod:`leapp_ros.run.stand_in`) says it watches this process; commands then resume on a set
+  gathered after that.
 
 A subclass provides ``_data_paths``, ``_publish_safe_values``, ``_reset_sets``, ``_run``,
-``_sets``, ``_gate``, ``_report_change``, ``_warn`` and ``_lifecycle``.
+``_sets``, ``_gate``, ``_report_change``, ``_warn``, ``_lifecycle`` and ``_stand_in``.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ class CommandSafety:
     _guard_links: MatchCount | None = None
     _guard_publisher: Any = None
     latch_cause: str | None = None  # what latched the safe action (a violation, described)
+    _stand_in: Any = None  # the stand-in handshake (a StandInHandshake), if any
 
     def _create_guard_topic(self) -> None:
         """``_leapp/guard`` (at configure): a node with a ``safe`` guard publishes its trips
@@ -85,6 +90,15 @@ class CommandSafety:
             return
         self._update_guard_timer()
         self._report_change()
+
+    def _on_stand_in(self) -> None:
+        """The stand-in's record came: end a hold once it watches this process (commands
+        resume, blended in, on a set gathered after it)."""
+        if self._gate.held and self._stand_in.clear() and self._gate.unhold(time.monotonic()):
+            self._reset_sets()
+            self._begin_blends()
+            self._report_change()
+            self.get_logger().info("the stand-in watches this process: commanding")
 
     def _safe_period(self) -> float:
         rate = getattr(getattr(self, "firing", None), "rate_hz", None)
@@ -137,7 +151,7 @@ class CommandSafety:
         arrival times): None when the node is inactive, or publishes its safe action
         instead (e-stop, input timeout); else the tick's time."""
         gate = self._gate
-        if not gate.active:
+        if not gate.active or gate.held:
             return None
         if gate.stopped:
             self._publish_safe_action()

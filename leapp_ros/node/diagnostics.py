@@ -10,8 +10,9 @@ set. The level says what happened since the last periodic report:
   out-of-domain value latched its safe action (port, element and value named);
 - WARN: messages dropped (malformed, NaN/inf, incomplete or stale sets), input timeouts,
   clamped or step-limited commands, out-of-domain values (the last one's port, element and
-  value named), the e-stop engaged, the safe action being published, or the node waiting for
-  ``ros2 lifecycle`` to activate it;
+  value named), the e-stop engaged, the safe action being published, the node waiting for
+  ``ros2 lifecycle`` to activate it, or for the stand-in to watch it
+  (:mod:`leapp_ros.node.stand_in_handshake`);
 - OK: otherwise.
 
 A ramp-in in progress adds ``blending <port> <k>/<N> from <start>`` to the message (and the
@@ -144,6 +145,8 @@ def _level(record: Mapping[str, Any], delta: Mapping[str, int]) -> tuple[bytes, 
         warnings.insert(0, "e-stop engaged: safe action")
     elif record.get("safe_action") and not record.get("latched"):
         warnings.insert(0, "no input set within input_timeout_ms: safe action")
+    if record.get("held"):
+        warnings.insert(0, "active, waiting for the stand-in to watch this process")
     if not record.get("expected_active", True) and lifecycle != "active":
         warnings.insert(0, f"{lifecycle}: waiting for ros2 lifecycle to activate it")
     blending = [f"blending {_blending(record)}"] if record.get("blending") else []

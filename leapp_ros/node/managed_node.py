@@ -7,9 +7,12 @@ Lifecycle (``rclpy.lifecycle``; ``ros2 lifecycle get|set /<ns>/<node>``):
   the node then publishes ``"state": "ready"`` on ``_leapp/status`` and logs
   ``leapp node '<name>' ready``. A failure is logged, the node stays unconfigured.
 - *activate* starts commanding: the first command answers the first input set gathered
-  after activation.
+  after activation (with a stand-in, after it watches this process:
+  :mod:`leapp_ros.node.stand_in_handshake`).
 - *deactivate* publishes the safe action once and stops commanding.
-- *cleanup* / *shutdown* destroy the topics, timers and the model's state.
+- *cleanup* / *shutdown* destroy the topics, timers and the model's state; *shutdown* of a
+  configured node also publishes ``"state": "stopping"`` (its goodbye: the stand-in,
+  :mod:`leapp_ros.run.stand_in`, covers only a node that died without one).
 
 ``autostart`` (default true) configures and activates in the constructor (a configure failure
 is then a :class:`StartupError`, exit code 2). Whatever the state, the node offers
@@ -39,6 +42,7 @@ from leapp_ros.node.command_safety import CommandSafety
 from leapp_ros.node.estop_subscription import EstopSubscription
 from leapp_ros.node.rate_limited_log import RateLimitedLog, one_line
 from leapp_ros.node.safety import CommandGate
+from leapp_ros.node.stand_in_handshake import StandInHandshake
 from leapp_ros.node.status_report import StatusReport, status_record
 from leapp_ros.plan.settings import StartupError, declare_parameters
 
@@ -79,6 +83,9 @@ class ManagedNode(CommandSafety, LifecycleNode):
         self.create_service(SetBool, "~/enable", self._on_enable)
         if settings["estop_topic"]:
             EstopSubscription(self, settings["estop_topic"], self._set_estop)
+        self._stand_in = None  # the graph's stand-in (commands wait until it watches us)
+        if settings["stand_in"]:
+            self._stand_in = StandInHandshake(self, self._ready_names, self._on_stand_in)
         if settings["autostart"]:
             if self.trigger_configure() != _SUCCESS:
                 raise StartupError(self._configure_error or "configure failed")
@@ -136,6 +143,8 @@ class ManagedNode(CommandSafety, LifecycleNode):
         if self._gate.latched:
             self.get_logger().info("latch released (activate): commanding from a fresh set")
         self._gate.activate(time.monotonic())
+        if self._stand_in is not None and not self._stand_in.clear():
+            self._gate.hold()  # until the stand-in watches this process (_on_stand_in)
         self._begin_blends()
         self._lifecycle = "active"
         self._update_guard_timer()
@@ -168,6 +177,8 @@ class ManagedNode(CommandSafety, LifecycleNode):
         if self._gate.active:
             self._publish_safe_action()
         self._gate.deactivate()
+        if self._lifecycle in ("inactive", "active"):  # a goodbye: the stand-in stays quiet
+            self._publish_status("stopping")
         self._release()
         self._lifecycle = "finalized"
         self._report_change()
@@ -209,6 +220,7 @@ class ManagedNode(CommandSafety, LifecycleNode):
             "lifecycle": self._lifecycle,
             "estop": self._gate.estop,
             "safe_action": self._gate.safe,
+            "held": self._gate.held,  # active, waiting for the stand-in to watch this process
             **self._guard_fields(),
             "firing": None if firing is None else firing.mode,
             "rate_hz": None if firing is None else firing.rate_hz,

@@ -258,11 +258,12 @@ class CommandGate:
         self.last_command = 0.0  # of the last run that published (or of activation): watched
         self.fresh_after = 0.0  # sets must be gathered after this monotonic time
         self.awaiting_fresh = False  # no set since the last activation or release
+        self.held = False  # active, but waiting for the stand-in to watch this process
 
     @property
     def commanding(self) -> bool:
-        """Active, not e-stopped, not latched: valid sets run the model."""
-        return self.active and not self.estop and not self.latched
+        """Active, not e-stopped, not latched, not held: valid sets run the model."""
+        return self.active and not self.estop and not self.latched and not self.held
 
     @property
     def safe(self) -> bool:
@@ -280,6 +281,19 @@ class CommandGate:
         self.timed_out = False
         self.awaiting_fresh = True
         self.last_set = self.last_command = self.fresh_after = now
+
+    def hold(self) -> None:
+        """Hold commands back (until :meth:`unhold`): the node publishes nothing, not even
+        its safe action, and its watchdog sleeps; the stand-in publishes that meanwhile."""
+        self.held = True
+
+    def unhold(self, now: float) -> bool:
+        """End a hold: commands resume on a set gathered from now on; whether one held."""
+        was = self.held
+        self.held = False
+        if was:
+            self._fresh(now)
+        return was
 
     def deactivate(self) -> None:
         self.active = False
@@ -324,7 +338,7 @@ class CommandGate:
         """A valid set formed at ``now`` (``stamps[key]`` the arrival time of each of its
         ``keys``): True to run the model on it. False while inactive or e-stopped, and after
         an activation or a release until a set gathered wholly after it; ends a timeout."""
-        if not self.active or self.estop or self.latched:
+        if not self.active or self.estop or self.latched or self.held:
             return False
         if self.awaiting_fresh:
             after = self.fresh_after

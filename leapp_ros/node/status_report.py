@@ -5,8 +5,8 @@ A record is JSON (``std_msgs/String``) on ``_leapp/status`` (reliable, transient
 1), one per pipeline node, built by :func:`status_record`::
 
     {"node": "preprocess", "state": "ready", "pid": 4242, "lifecycle": "active", "estop": false,
-     "safe_action": false, "firing": "inputs", "rate_hz": 50.0, "runs": 12, "received": 24,
-     "dropped": 0, "stale": 0, "errors": 0,
+     "safe_action": false, "held": false, "firing": "inputs", "rate_hz": 50.0, "runs": 12,
+     "received": 24, "dropped": 0, "stale": 0, "errors": 0,
      "nonfinite_inputs": 0, "nonfinite_outputs": 0, "incomplete_sets": 0, "timeouts": 0,
      "safe_actions": 0, "clamped": 0, "step_limited": 0, "cpu_latency_us": null,
      "cpu_affinity": null, "subscribers": {"/torch_pipeline/preprocess/obs": 1},

@@ -21,6 +21,7 @@ __all__ = [
     "GUARD_TOPIC",
     "METADATA_QOS",
     "PUBLISHER_QOS",
+    "STAND_IN_TOPIC",
     "STATUS_TOPIC",
     "SUBSCRIPTION_QOS",
     "TRANSITION_EVENTS",
@@ -55,6 +56,7 @@ PUBLISHER_QOS = QosPlan("reliable")
 SUBSCRIPTION_QOS = QosPlan("best_effort")
 METADATA_QOS = QosPlan("reliable", "transient_local", 1)
 STATUS_TOPIC = "_leapp/status"  # std_msgs/String (JSON) from every node; hidden from topic lists
+STAND_IN_TOPIC = "_leapp/stand_in"  # std_msgs/String (JSON) from the stand-in (run/stand_in.py)
 GUARD_TOPIC = "_leapp/guard"  # std_msgs/String (JSON): a guard latched the safe action
 DIAGNOSTICS_TOPIC = "/diagnostics"  # diagnostic_msgs/DiagnosticArray from every node
 TRANSITION_EVENTS = "transition_event"  # <node>/transition_event: a lifecycle node's transitions

@@ -30,7 +30,8 @@ names), a single number applying to every element:
     value the port published.
 
 :func:`declare_output_limits` declares them on a node and returns one :class:`OutputLimits`
-per output port that sets any; :mod:`leapp_ros.node.safety` applies them. No torch import.
+per output port that sets any (:func:`output_limits` reads values from elsewhere, a
+parameters file); :mod:`leapp_ros.node.safety` applies them. No torch import.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ __all__ = [
     "OutputLimits",
     "declare_output_limits",
     "number_array",
+    "output_limits",
 ]
 
 SAFE_ACTIONS = ("silent", "hold", "values")
@@ -122,11 +124,21 @@ def declare_output_limits(node: Any, *models: ModelSpec) -> dict[str, OutputLimi
             )
             given[name] = node.declare_parameter(f"ports.{port}.{name}", None, descriptor).value
         if any(value is not None for value in given.values()):
-            found[port] = _limits(f"node {owner}: parameter ports.{port}", port, shape, given)
+            where = f"node {owner}: parameter ports.{port}"
+            found[port] = output_limits(where, port, shape, given)
     return found
 
 
-def _limits(where: str, port: str, shape: tuple[int, ...], given: dict[str, Any]) -> OutputLimits:
+def output_limits(
+    where: str, port: str, shape: tuple[int, ...], given: dict[str, Any]
+) -> OutputLimits:
+    """The limits ``given`` (``{name: value or None}`` for every name of
+    :data:`LIMIT_PARAMETERS`) of output ``port`` of ``shape``; ``where`` names the parameters
+    in errors (``node 'policy': parameter ports.action``).
+
+    Raises:
+        StartupError: see :func:`declare_output_limits`.
+    """
     width = shape[-1] if shape else 1
     low = number_array(f"{where}.min", given["min"], width)
     high = number_array(f"{where}.max", given["max"], width)

@@ -74,6 +74,13 @@ The parameters of a pipeline node (all read once at startup):
     the same messages on the wire without building rclpy message objects. Where the rmw is
     not known to hand out serialized messages, the node logs one line and uses rclpy's
     messages. false: always rclpy's messages.
+``stand_in`` (string)
+    The node name of the graph's stand-in (:mod:`leapp_ros.run.stand_in`), set by
+    :func:`~leapp_ros.run.processes.plan_processes` when the graph has one: after each
+    activation the node commands only once the stand-in's record (``_leapp/stand_in``) says
+    it watches this process and no longer stands in for the node, so that the stand-in's
+    last safe action comes before the node's first command, and a crash right after the
+    start is covered too. Empty (default): no stand-in, no wait.
 ``qos_overrides./<ns>/<topic>.publisher|subscription.<policy>``
     The standard rclpy QoS overrides (history, depth, reliability) of every data topic.
 """
@@ -132,6 +139,7 @@ PARAMETERS: tuple[tuple[str, Any, str], ...] = (
     ("estop_topic", "", "a std_msgs/Bool topic: true engages the e-stop, false releases it"),
     ("raw_messages", True, "data topics as serialized CDR bytes (false: rclpy messages)"),
     ("on_out_of_domain", "drop", "an input outside ports.<port>.min / max: 'drop' or 'safe'"),
+    ("stand_in", "", "the graph's stand-in node: command once it watches this process"),
 )
 """``(name, default, description)``; a default of ``()`` is an integer array, ``[]`` a string
 array, both unset."""
@@ -241,9 +249,8 @@ def port_overrides(document: Mapping[str, Any], nodes: Sequence[str]) -> dict[st
     ``/**`` section for every node, then ``<node>`` (or ``/<ns>/<node>``) sections."""
     found: dict[str, dict[str, PortOverride]] = {}
     for node in nodes:
-        merged = node_parameters(document, node)
         ports: dict[str, dict[str, Any]] = {}
-        for key, value in merged.items():
+        for key, value in node_parameters(document, node).items():
             parts = key.split(".")
             if len(parts) == 3 and parts[0] == "ports":
                 ports.setdefault(parts[1], {})[parts[2]] = value
@@ -251,6 +258,7 @@ def port_overrides(document: Mapping[str, Any], nodes: Sequence[str]) -> dict[st
             port: _port_override(f"node {node!r}: parameters ports.{port}", values)
             for port, values in ports.items()
         }
+        overrides = {port: o for port, o in overrides.items() if o.given}  # not limits alone
         if overrides:
             found[node] = overrides
     return found

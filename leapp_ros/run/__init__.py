@@ -12,7 +12,10 @@
   ``pipeline.launch.py`` and the launch files of generated packages (needs launch);
 - :mod:`~leapp_ros.run.container` (``leapp_container``),
   :mod:`~leapp_ros.run.composition` and :mod:`~leapp_ros.run.load_request`: nodes as
-  components, loaded through ``composition_interfaces`` services.
+  components, loaded through ``composition_interfaces`` services;
+- :mod:`~leapp_ros.run.stand_in` (``leapp_stand_in``), :mod:`~leapp_ros.run.safe_outputs`,
+  :mod:`~leapp_ros.run.coverage` and :mod:`~leapp_ros.run.process_watch`: the safe action of
+  a node whose process died, published in its place until it is back and active.
 
 Imports the nodes, the messages and the plan, never the tools.
 """

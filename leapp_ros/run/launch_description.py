@@ -35,7 +35,7 @@ from typing import Any
 
 from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
 from launch.launch_description import LaunchDescription
-from launch_ros.actions import ComposableNodeContainer, LifecycleNode
+from launch_ros.actions import ComposableNodeContainer, LifecycleNode, Node
 
 from leapp_ros.run.deployment import Deployment, GraphOptions
 from leapp_ros.run.processes import ProcessPlan, load_plan, plan_processes
@@ -127,7 +127,8 @@ def launch_graph(context: Any, *args: Any, **kwargs: Any) -> list[Any]:
 
 def process_action(process: ProcessPlan) -> Any:
     """``process`` as the launch_ros action that starts it from the leapp_ros package: a
-    ``ComposableNodeContainer`` for ``leapp_container``, else a ``LifecycleNode``."""
+    ``ComposableNodeContainer`` for ``leapp_container``, a plain ``Node`` for
+    ``leapp_stand_in``, else a ``LifecycleNode``."""
     common: dict[str, Any] = {
         "package": PACKAGE,
         "executable": process.executable,
@@ -139,4 +140,6 @@ def process_action(process: ProcessPlan) -> Any:
     }
     if process.executable == "leapp_container":
         return ComposableNodeContainer(composable_node_descriptions=[], **common)
+    if not process.pipeline_nodes:  # the stand-in: a plain node
+        return Node(**common)
     return LifecycleNode(**common)

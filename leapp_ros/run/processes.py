@@ -27,6 +27,7 @@ from leapp_ros.plan.cpu_settings import usable_cpus
 from leapp_ros.plan.pipeline import PipelinePlan, PlanError, check_namespace, make_plan
 from leapp_ros.plan.selection import container_name, select_nodes
 from leapp_ros.run.deployment import Deployment, GraphOptions
+from leapp_ros.run.safe_outputs import plan_safe_outputs
 
 __all__ = [
     "ProcessPlan",
@@ -36,6 +37,8 @@ __all__ = [
     "plan_processes",
     "start_process",
 ]
+
+STAND_IN_NAME = "_leapp_stand_in"  # hidden from `ros2 node list`, as the runner's watch
 
 ParameterValue = str | bool | int | tuple[int, ...]
 
@@ -116,7 +119,13 @@ def plan_processes(
       --namespace NS [--nodes ...]``), named ``leapp_container`` when it holds every node and
       ``leapp_container_<its first node>`` when it holds a share, apart from the other hosts'
       containers (:func:`~leapp_ros.plan.selection.container_name`);
-    - :attr:`Deployment.FUSED`: one ``leapp_fused`` node running every node per tick.
+    - :attr:`Deployment.FUSED`: one ``leapp_fused`` node running every node per tick;
+
+    and last, when an output of these nodes has a ``hold`` or ``values`` safe action in the
+    parameters file (:func:`~leapp_ros.run.safe_outputs.plan_safe_outputs`), the
+    ``leapp_stand_in`` process that publishes it while a node's process is dead
+    (:mod:`leapp_ros.run.stand_in`; ``EXPORT --namespace NS --deployment D [--nodes ...]
+    [--params-file ...]``, the remaps and the log level; ready as soon as it runs).
 
     Every process is named and namespaced with ``-r __node:=`` / ``-r __ns:=`` (the
     namespace: ``options.namespace``, else the plan's) and gets the options' remaps, the
@@ -127,13 +136,47 @@ def plan_processes(
     Raises:
         PlanError: ``options.nodes`` names a node the pipeline does not have, or names none;
             a fused deployment with a choice of nodes other than all of them (a fused node
-            runs every node).
+            runs every node); an invalid safe action in the parameters file.
     """
     options = graph_options(options)
     if options.namespace is not None and options.namespace != plan.namespace:
         plan = replace(plan, namespace=options.namespace)
+    stand_in = _stand_in(plan, options)
+    extra = (("stand_in", stand_in[0].node_name),) if stand_in else ()
+    return (*_node_processes(plan, options, extra), *stand_in)
+
+
+def _stand_in(plan: PipelinePlan, options: GraphOptions) -> tuple[ProcessPlan, ...]:
+    """The stand-in process, when some output's safe action is not silent."""
+    if not plan_safe_outputs(plan, options):
+        return ()
+    held = tuple(node.name for node in select_nodes(plan, options.nodes))
+    arguments = [str(Path(plan.spec_path).absolute()), "--namespace", plan.namespace]
+    arguments += ["--deployment", options.deployment.value]
+    if options.nodes is not None:
+        arguments += ["--nodes", ",".join(held)]
+    if options.params_file is not None:
+        arguments += ["--params-file", str(options.params_file)]
+    everything = len(held) == len(plan.nodes)
+    return (
+        ProcessPlan(
+            label="stand-in",
+            executable="leapp_stand_in",
+            module="leapp_ros.run.stand_in",
+            pipeline_nodes=(),
+            arguments=tuple(arguments),
+            node_name=STAND_IN_NAME if everything else f"{STAND_IN_NAME}_{held[0]}",
+            namespace=plan.namespace,
+            log_level=options.log_level,
+            remaps=options.remaps,
+        ),
+    )
+
+
+def _node_processes(
+    plan: PipelinePlan, options: GraphOptions, extra: tuple[tuple[str, ParameterValue], ...]
+) -> tuple[ProcessPlan, ...]:
     chosen = select_nodes(plan, options.nodes)
-    extra: tuple[tuple[str, ParameterValue], ...] = ()
     if options.cpu_latency_us is not None:
         extra += (("cpu_latency_us", options.cpu_latency_us),)
     if options.autostart is not None:

@@ -36,8 +36,13 @@ Statuses = Mapping[str, Mapping[str, Any]]
 
 
 def unready_nodes(statuses: Statuses, nodes: Iterable[str]) -> list[str]:
-    """The ``nodes`` whose latest status record is not ``ready``."""
-    return [node for node in nodes if statuses.get(node, {}).get("state") != "ready"]
+    """The ``nodes`` whose latest status record is not ``ready``, or says the node is
+    ``held`` (active, but waiting for the graph's stand-in to watch its process)."""
+    return [
+        node
+        for node in nodes
+        if statuses.get(node, {}).get("state") != "ready" or statuses[node].get("held")
+    ]
 
 
 def connection_gaps(

@@ -49,6 +49,9 @@ class GraphUnderTest:
             :class:`~leapp_ros.run.deployment.Deployment` alone, or None, for the defaults.
         timeout_s: how long :meth:`start` waits for the graph to be ready.
         step_timeout_s: how long :meth:`step` waits for its outputs by default.
+        restart: start a process that died again, as ``leapp-ros run --restart`` does
+            (:class:`~leapp_ros.run.supervised_process.RestartPolicy`); False: a process
+            that dies fails the graph.
         output: a stream that also receives the nodes' output lines (they are kept in
             memory anyway, see :attr:`output`).
 
@@ -63,6 +66,7 @@ class GraphUnderTest:
         *,
         timeout_s: float = 60.0,
         step_timeout_s: float = 10.0,
+        restart: bool = False,
         output: TextIO | None = None,
     ):
         self.options = graph_options(options)
@@ -71,6 +75,7 @@ class GraphUnderTest:
         )
         self.timeout_s = timeout_s
         self.step_timeout_s = step_timeout_s
+        self.restart = restart
         self.domain_id: int | None = None
         self._lines = OutputLines(output)
         self._lock: Any = None
@@ -117,6 +122,7 @@ class GraphUnderTest:
                 plan_processes(self.plan, self.options),
                 name=self.plan.namespace,
                 env=ros_env(self.domain_id, base={}),
+                restart=self.restart,
                 stdout=self._lines,  # type: ignore[arg-type]
                 stderr=self._lines,  # type: ignore[arg-type]
                 watch_status=False,  # the probe watches the status records

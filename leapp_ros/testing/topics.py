@@ -16,7 +16,13 @@ from typing import Any
 
 from leapp_ros.messages.multiarray import MessageError, codec
 from leapp_ros.messages.robot_codecs import InputDecoder, OutputEncoder
-from leapp_ros.plan.pipeline import STATUS_TOPIC, InputPlan, OutputPlan, PipelinePlan
+from leapp_ros.plan.pipeline import (
+    STAND_IN_TOPIC,
+    STATUS_TOPIC,
+    InputPlan,
+    OutputPlan,
+    PipelinePlan,
+)
 
 __all__ = [
     "InputSender",
@@ -46,7 +52,7 @@ def topic_problems(
     expected = dict(plan.topics()) | dict(plan.packed_topics())
     found = dict(node.get_topic_names_and_types())
     prefix = plan.namespace.rstrip("/") + "/"
-    status = plan.resolve(STATUS_TOPIC)
+    status = (plan.resolve(STATUS_TOPIC), plan.resolve(STAND_IN_TOPIC))  # ours, hidden
     operations = dict(plan.operation_topics(fused=publisher is not None))
     problems = [
         f"{topic}: expected type {kind}, found {found.get(topic, 'none')}"
@@ -58,7 +64,7 @@ def topic_problems(
         for topic, kinds in sorted(found.items())
         if topic.startswith(prefix)
         and topic not in expected
-        and topic != status
+        and topic not in status
         and found[topic] != [operations.get(topic)]
     ]
     for plan_node in plan.nodes:

@@ -21,6 +21,7 @@ from support.params_check import check_params_file
 from support.rates import export_chain
 from support.ros import export_example
 from support.sighted import export_sighted_policy, write_sighted_model
+from support.sim import export_arm_policy
 
 import leapp
 from leapp import LeappError, TemporalAxis, TensorSemantics, annotate
@@ -44,6 +45,12 @@ def robot_export(tmp_path_factory):
     """examples/robot_policy.py exported: the export the pages' parameters files are for."""
     save = tmp_path_factory.mktemp("robot")
     return export_example(save, "robot_policy", lambda m: m.example_inputs(), no_grad=True).path
+
+
+@pytest.fixture(scope="module")
+def arm_export(tmp_path_factory):
+    """The MuJoCo arm's two-node pipeline (/arm_policy/preprocess, /arm_policy/policy)."""
+    return export_arm_policy(tmp_path_factory.mktemp("arm")).path
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +133,28 @@ def test_a_wrong_key_or_value_in_a_parameters_file_fails_the_check(
     assert named in str(raised.value), raised.value
 
 
+def test_ramp_in_yaml_blends_the_arms_targets_in_from_its_joint_positions(arm_export):
+    checked = check_params_file(FOLDER / "ramp_in.yaml", arm_export)
+    assert checked.plan.node("policy").firing.rate_hz == 50.0
+
+
+def test_out_of_domain_yaml_passes_the_arms_preprocess_checks(arm_export):
+    from support.params_check import _StartingNode
+
+    from leapp import spec as spec_module
+    from leapp_ros.plan.domain import declare_input_bounds
+
+    check_params_file(FOLDER / "out_of_domain.yaml", arm_export)
+    document = yaml.safe_load((FOLDER / "out_of_domain.yaml").read_text(encoding="utf-8"))
+    given = document["/arm_policy/preprocess"]["ros__parameters"]
+    flat = {f"ports.{port}.{key}": value
+            for port, keys in given["ports"].items() for key, value in keys.items()}  # fmt: skip
+    (model,) = [m for m in spec_module.load(arm_export).models if m.name == "preprocess"]
+    bounds = declare_input_bounds(_StartingNode(flat, "out_of_domain.yaml"), model)
+    assert sorted(bounds) == ["gyro", "joint_vel"]
+    assert bounds["joint_vel"].action == "safe" and bounds["gyro"].action == "drop"
+
+
 def test_sim_map_yaml_loads_and_names_what_the_quadruped_has():
     from leapp_ros.sim.sim_map import load_map
 
@@ -189,38 +218,11 @@ def test_rate_loop_yaml_is_what_the_rate_loop_runs_with():
     assert shown == loop_parameters()
 
 
-def test_ramp_in_yaml_blends_the_arms_targets_from_its_joint_positions(tmp_path):
-    from support.sim import export_arm_policy
-
-    arm = export_arm_policy(tmp_path)
-    checked = check_params_file(FOLDER / "ramp_in.yaml", arm.path)
-    assert checked.plan.node("policy").firing.rate_hz == 50.0
-
-
-def test_domain_guards_yaml_gives_the_arms_inputs_their_trained_ranges(tmp_path):
-    from support.params_check import _StartingNode
-    from support.sim import export_arm_policy
-
-    from leapp import spec as spec_module
-    from leapp_ros.plan.domain import declare_input_bounds
-
-    arm = export_arm_policy(tmp_path)
-    check_params_file(FOLDER / "domain_guards.yaml", arm.path)
-    document = yaml.safe_load((FOLDER / "domain_guards.yaml").read_text(encoding="utf-8"))
-    given = document["/arm_policy/preprocess"]["ros__parameters"]
-    flat = {f"ports.{port}.{key}": value
-            for port, keys in given["ports"].items() for key, value in keys.items()}  # fmt: skip
-    (model,) = [m for m in spec_module.load(arm.path).models if m.name == "preprocess"]
-    bounds = declare_input_bounds(_StartingNode(flat, "domain_guards.yaml"), model)
-    assert sorted(bounds) == ["gyro", "joint_vel"]
-    assert bounds["joint_vel"].action == "safe" and bounds["gyro"].action == "drop"
-
-
 def test_the_snippet_folder_holds_only_files_these_tests_check():
     checked = {
-        "domain_guards.yaml",
-        "ramp_in.yaml",
         "rate_loop.yaml",
+        "ramp_in.yaml",
+        "out_of_domain.yaml",
         "action_chunk.yaml",
         "node_rates.yaml",
         "robot_order.yaml",

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from leapp_ros.node.safety import CommandGate, OutputGuard
-from leapp_ros.plan.limits import OutputLimits, _limits
+from leapp_ros.plan.limits import OutputLimits, output_limits
 from leapp_ros.plan.settings import StartupError
 
 
@@ -24,7 +24,7 @@ def counters():
 
 def limits(**given):
     values = {"safe_action": None, "safe_values": None, "min": None, "max": None, "max_step": None}
-    return _limits("node 'p': parameter ports.targets", "targets", (3,), {**values, **given})
+    return output_limits("node 'p': parameter ports.targets", "targets", (3,), {**values, **given})
 
 
 def test_min_and_max_clamp_each_element_and_count_the_run():

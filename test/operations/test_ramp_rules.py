@@ -14,7 +14,7 @@ from leapp_ros.node.domain_guard import first_outside
 from leapp_ros.node.safety import CommandGate, OutputGuard
 from leapp_ros.node.target_player import TargetPlayer
 from leapp_ros.plan.domain import input_bounds
-from leapp_ros.plan.limits import _limits
+from leapp_ros.plan.limits import output_limits
 from leapp_ros.plan.output_rates import OutputRate
 from leapp_ros.plan.settings import StartupError
 
@@ -31,7 +31,7 @@ def counters():
 
 def limits(**given):
     values = {"safe_action": None, "safe_values": None, "min": None, "max": None, "max_step": None}
-    return _limits("node 'p': parameter ports.targets", "targets", (3,), {**values, **given})
+    return output_limits("node 'p': parameter ports.targets", "targets", (3,), {**values, **given})
 
 
 def ramped(measured=None, **given):

@@ -9,7 +9,10 @@ hands the newest command to the arm's PD servos and steps the simulation by one 
 command comes the servos keep the last one.
 
 Every command that arrives is classified: ``command`` (eager PyTorch on the inputs of the
-latest tick, after the limits: clamped, and at most ``max_step`` from the previous command),
+latest tick, after the limits: clamped, and at most ``max_step`` from the previous command;
+where ticks are not awaited, :attr:`ClosedLoop.late` lets it answer one of a few unanswered
+ticks before; a restarted node's first command is not step-limited:
+:attr:`ClosedLoop.fresh_limits`),
 ``safe`` (the hold: the previous command again) or ``wrong`` (noted with what was expected).
 Each fault ends on an event, never after a length of wall time: the hold arrived a number of
 times, the node's status counted the inputs it must not answer, a service answered. The
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -162,6 +166,9 @@ class ClosedLoop:
         probe.spin_until(matched, 20, f"the publisher of {topic} to match the test")
         self.applied = np.asarray(START)
         self.last: np.ndarray | None = None  # the last command published, float32
+        self.fresh_limits = False  # a restarted node: its first command is not step-limited
+        self.late = 0  # unawaited ticks: a command may answer one of this many earlier ones
+        self.earlier: deque[tuple[int, float, np.ndarray]] = deque()  # their candidates
         self.candidate: tuple[int, float, np.ndarray] | None = None  # (tick, sent, eager)
         self.answered = -1  # the latest tick whose command came
         self.ticks = 0
@@ -192,13 +199,21 @@ class ClosedLoop:
         self.applied = value
 
     def _classify(self, value: np.ndarray) -> tuple[str, int | None, float]:
-        """``command`` (eager on the latest tick, limited), ``safe`` (the last command
-        again) or ``wrong`` (noted), with the tick answered and when it was sent."""
-        if self.candidate is not None:
-            tick, sent, raw = self.candidate
-            expected, clamped, stepped = limited(raw, self.last)
+        """``command`` (eager on the latest tick, limited; with :attr:`late`, or on one of
+        that many unanswered ticks before it), ``safe`` (the last command again) or ``wrong``
+        (noted), with the tick answered and when it was sent."""
+        for candidate in [self.candidate, *reversed(self.earlier)]:
+            if candidate is None:
+                continue
+            tick, sent, raw = candidate
+            expected, clamped, stepped = limited(raw, None if self.fresh_limits else self.last)
             if np.allclose(value, expected, rtol=0, atol=TOLERANCE):
-                self.candidate, self.answered = None, tick
+                if candidate is self.candidate:
+                    self.candidate = None
+                while self.earlier and self.earlier[0][0] <= tick:  # answered, or passed
+                    self.earlier.popleft()
+                self.answered = max(self.answered, tick)
+                self.fresh_limits = False
                 self.clamped += clamped
                 self.step_limited += stepped
                 return "command", tick, sent
@@ -207,6 +222,8 @@ class ClosedLoop:
         if self.candidate is None:
             expected_text = "no command (no valid set was sent since the last one)"
         else:
+            raw = self.candidate[2]
+            expected = limited(raw, None if self.fresh_limits else self.last)[0]
             expected_text = f"eager for tick {self.candidate[0]}, limited: {expected.tolist()}"
         self.wrong.append(
             f"message {sum(len(f.arrivals) for f in self.faults) + 1} (during fault "
@@ -225,6 +242,10 @@ class ClosedLoop:
         self.graph.spin(0)  # raises if a node died
         reading, stamp = self.arm.read(), self.arm.time
         valid = joints and nan is None
+        if self.late and self.candidate is not None:
+            self.earlier.append(self.candidate)
+            while len(self.earlier) > self.late:
+                self.earlier.popleft()
         self.candidate = (
             (self.ticks, begun, eager_targets(self.policy, reading)) if valid else None
         )

@@ -2,7 +2,8 @@
 starting them: every section names a node of the export (``/<namespace>/<node>``, or ``/**``),
 every parameter is one a pipeline node declares (a misspelt key fails, as
 ``refuse_unknown_parameters`` makes the node fail), the values pass the nodes' own checks
-(``declare_parameters``, ``declare_output_limits``, ``declare_output_rates`` and
+(``declare_parameters``, ``declare_output_limits``, ``declare_input_bounds``,
+``declare_output_rates`` and
 ``output_rates``, ``declare_port_overrides``: a limit of the wrong length fails), every
 ``ports.<port>`` of a node's section names a port of its node and every one of ``/**`` a port
 of some node (it reaches the nodes that have it), and the plan (``make_plan`` with the file's
@@ -122,9 +123,9 @@ def check_params_file(path: Path, export: Path) -> CheckedParams:
         given.update(_flatten(own))
         where = f"{path}: node {namespace}/{name}"
         node = _StartingNode(given, where)
-        declare_parameters(node)
+        settings = declare_parameters(node)
         declare_output_limits(node, model)  # in the order the node declares them
-        declare_input_bounds(node, model, default_action=given.get("on_out_of_domain", "drop"))
+        declare_input_bounds(node, model, default_action=settings["on_out_of_domain"])
         played = declare_output_rates(node, model)
         declare_port_overrides(node, model)
         refuse_unknown_parameters(node, where)

@@ -121,7 +121,7 @@ def test_default_params_file_sets_every_node_parameter():
     parameters = document["/**"]["ros__parameters"]
     from leapp_ros.plan.settings import PARAMETERS
 
-    set_by_runner = {"spec_path", "pipeline_node"}
+    set_by_runner = {"spec_path", "pipeline_node", "stand_in"}
     defaults = {  # unset arrays (cpu_affinity, triggers) are examples in comments
         name: value
         for name, value, _ in PARAMETERS

@@ -10,7 +10,9 @@ launch file (the real launch stack evaluating it) are read back into what they m
 argument in order) and must be equal, for options that touch every part of them. Then live,
 with ``autostart:=false`` (the nodes start unconfigured: no model is loaded), each way in turn
 in a domain of its own: the command lines of the running processes (``/proc``) and every
-parameter of every node (their parameter services) must be equal across the three.
+parameter of every node (their parameter services) must be equal across the three. The
+parameters file is the package's own plus a safe action on the policy's ``action``, so each way
+starts the stand-in too (``leapp_stand_in``, a plain node after the nodes' processes).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ pytestmark = pytest.mark.launch
 
 PACKAGE = "torch_pipeline_ros"
 PIPELINE_LAUNCH = REPO / "launch" / "pipeline.launch.py"
-EXECUTABLES = ("leapp_node", "leapp_container", "leapp_fused")
+EXECUTABLES = ("leapp_node", "leapp_container", "leapp_fused", "leapp_stand_in")
 LAUNCH_FILES = {
     Deployment.PROCESSES: "torch_pipeline.launch.py",
     Deployment.COMPOSED: "torch_pipeline_composed.launch.py",
@@ -60,13 +62,26 @@ def installed(site: Path, folder: str) -> Path:
     return site / "share" / PACKAGE / folder / "torch_pipeline.yaml"
 
 
-def options(site: Path, deployment: Deployment, **extra: str) -> dict[str, str]:
+@pytest.fixture(scope="module")
+def params(site, tmp_path_factory) -> Path:
+    """The package's parameters file with a safe action on the policy's ``action``."""
+    import yaml
+
+    document = yaml.safe_load(installed(site, "config").read_text(encoding="utf-8")) or {}
+    section = document.setdefault("/**", {}).setdefault("ros__parameters", {})
+    section.setdefault("ports", {})["action"] = {"safe_action": "hold"}
+    path = tmp_path_factory.mktemp("params") / "robot.yaml"
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    return path
+
+
+def options(params: Path, deployment: Deployment, **extra: str) -> dict[str, str]:
     """The options as launch arguments: every field of GraphOptions set."""
     return {
         "deployment": deployment.value,
         "namespace": "/robot1/pipe",
         "log_level": "warn",
-        "params_file": str(installed(site, "config")),
+        "params_file": str(params),
         "cpu_latency_us": "0",
         "pin_cpus": "true",
         "remaps": REMAP,
@@ -99,9 +114,9 @@ def runner_command_lines(monkeypatch, site: Path, arguments: dict[str, str]) -> 
 
 @pytest.mark.parametrize("deployment", list(Deployment))
 def test_run_pipeline_launch_and_generated_launch_file_build_the_same_command_lines(
-    site, monkeypatch, deployment
+    site, params, monkeypatch, deployment
 ):
-    arguments = options(site, deployment)
+    arguments = options(params, deployment)
     if deployment is not Deployment.FUSED:  # a fused node takes no choice of some nodes
         arguments["nodes"] = "policy"
     spec = str(installed(site, "export"))
@@ -113,14 +128,20 @@ def test_run_pipeline_launch_and_generated_launch_file_build_the_same_command_li
     assert launched.processes == run
     assert generated.processes == run
     assert run  # and what they are:
+    *nodes, stand_in = run
+    name = "_leapp_stand_in" if deployment is Deployment.FUSED else "_leapp_stand_in_policy"
     kind = "ComposableNodeContainer" if deployment is Deployment.COMPOSED else "LifecycleNode"
-    assert launched.kinds == generated.kinds == [kind] * len(run)
-    for process in run:
+    assert launched.kinds == generated.kinds == [kind] * len(nodes) + ["Node"]
+    for process in nodes:
         assert process.namespace == "/robot1/pipe"
         assert process.rules[:2] == (("r", REMAP), ("params-file", arguments["params_file"]))
         assert process.rules[-1] == ("log-level", "warn")
         assert {"cpu_latency_us": 0, "autostart": False}.items() <= process.parameters.items()
+        assert process.parameters["stand_in"] == stand_in.name == name
         assert len(process.parameters["cpu_affinity"]) == 1
+    assert stand_in.executable == "leapp_stand_in" and stand_in.namespace == "/robot1/pipe"
+    assert stand_in.rules == (("r", REMAP), ("log-level", "warn"))
+    assert ("--params-file", arguments["params_file"]) == stand_in.arguments[-2:]
 
 
 @pytest.mark.parametrize("deployment", list(Deployment))
@@ -221,14 +242,17 @@ def started(way: str, site: Path, arguments: dict[str, str], ros_nodes: list[str
 @pytest.mark.ros
 @pytest.mark.slow
 @pytest.mark.parametrize("deployment", list(Deployment))
-def test_each_way_runs_the_same_processes_whose_nodes_have_the_same_parameters(site, deployment):
-    arguments = options(site, deployment, namespace="/torch_pipeline")  # the file's sections
+def test_each_way_runs_the_same_processes_whose_nodes_have_the_same_parameters(
+    site, params, deployment
+):
+    arguments = options(params, deployment, namespace="/torch_pipeline")  # the file's sections
     fused = deployment is Deployment.FUSED
     ros_nodes = ["leapp_fused"] if fused else ["preprocess", "policy"]
     ways = ("leapp-ros run", "pipeline.launch.py", "generated launch file")
     seen = {way: started(way, site, arguments, ros_nodes) for way in ways}
     (lines, parameters), *others = seen.values()
-    assert len(lines) == (1 if deployment is not Deployment.PROCESSES else 2)
+    assert len(lines) == (1 if deployment is not Deployment.PROCESSES else 2) + 1  # stand-in
+    assert [line.executable for line in lines].count("leapp_stand_in") == 1
     for way, (other_lines, other_parameters) in zip(ways[1:], others, strict=True):
         assert other_lines == lines, way
         assert other_parameters == parameters, way
@@ -238,3 +262,4 @@ def test_each_way_runs_the_same_processes_whose_nodes_have_the_same_parameters(s
         # the generated parameters file names each pipeline node's firing; the fused node has
         # no section of its own there and keeps the default, "" (as the spec says)
         assert parameters[node]["firing"] == ("" if fused else "inputs")
+        assert parameters[node]["stand_in"] == "_leapp_stand_in"
