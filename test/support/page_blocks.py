@@ -11,6 +11,9 @@ the test how to run it:
 - ``<!-- test: background, ready when "TEXT" -->``: started in the background, as in a second
   terminal; the next step waits until its output shows TEXT, and it is stopped with SIGINT
   (Ctrl-C) when its section (``##`` heading) ends;
+- ``<!-- test: again until "TEXT" -->``: a snapshot of the ROS graph (``ros2 topic info``)
+  that a reader runs again until discovery has caught up: run until its output shows TEXT
+  (each run must exit 0), for as long as a background step may take to be ready;
 - ``<!-- test: run by test/AREA/test_NAME.py -->``: not run from the page, because it needs
   what no page run has (a colcon workspace, two machines): that test runs each of its command
   lines as written (``test/docs/test_doc_blocks.py`` checks the file holds every line).
@@ -28,6 +31,7 @@ _FENCE = re.compile(r"^(`{3,})(\w*)")
 _DIRECTIVE = re.compile(r"^<!--\s*test:\s*(.*?)\s*-->$")
 _READY = re.compile(r'^background, ready when "(.+)"$')
 _RUN_BY = re.compile(r"^run by (test/\S+\.py)$")
+_UNTIL = re.compile(r'^again until "(.+)"$')
 STEP_LANGUAGES = ("bash", "python")
 
 
@@ -35,7 +39,8 @@ STEP_LANGUAGES = ("bash", "python")
 class Block:
     """One fenced code block: its language, code, section and line, and how to run it
     (``mode``: ``run``, ``skip``, ``background``, ``elsewhere`` or ``shown``; ``ready``: a
-    background block's ready text, ``test``: the test file that runs an ``elsewhere`` block)."""
+    background block's ready text, or the text a ``run`` block is run again until; ``test``:
+    the test file that runs an ``elsewhere`` block)."""
 
     language: str
     code: str
@@ -86,11 +91,15 @@ def _block(language: str, code: str, section: str, line: int, directive: str, pa
     run_by = _RUN_BY.match(directive)
     if run_by:
         return Block(language, code, section, line, "elsewhere", test=run_by.group(1))
+    until = _UNTIL.match(directive)
+    if until and language == "bash":
+        return Block(language, code, section, line, "run", until.group(1))
     ready = _READY.match(directive)
     if ready and language == "bash":
         return Block(language, code, section, line, "background", ready.group(1))
     raise ValueError(f"{page.name}:{line}: unknown directive 'test: {directive}' (skip, "
-                     'REASON | background, ready when "TEXT" | run by test/...py)')  # fmt: skip
+                     'REASON | background, ready when "TEXT" | again until "TEXT" | run by '
+                     'test/...py)')  # fmt: skip
 
 
 _INCLUDE = re.compile(r'^--8<--\s+"([^"]+)"\s*$')

@@ -112,7 +112,21 @@ class Background:
 
 
 def run_step(block: Block, page: Path, folder: Path, env: dict[str, str]) -> str:
-    """Run ``block`` to its end in ``folder``; its output. Fails unless it exits 0."""
+    """Run ``block`` to its end in ``folder``; its output. Fails unless it exits 0. A ``run``
+    block with a ``ready`` text (``again until``) runs again until its output shows that text,
+    for at most READY_TIMEOUT_S."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while True:
+        output = _run_once(block, page, folder, env)
+        if not block.ready or block.ready in output:
+            return output
+        if time.monotonic() > deadline:
+            pytest.fail(f"{block.where(page)}: no {block.ready!r} after {READY_TIMEOUT_S} s of "
+                        f"running it again:\n$ {block.code}\n{output}")  # fmt: skip
+        time.sleep(0.5)  # paces the repeats only: the condition is the output
+
+
+def _run_once(block: Block, page: Path, folder: Path, env: dict[str, str]) -> str:
     if block.language == "python":
         argv = [sys.executable, "-c", block.code]
     else:
