@@ -22,8 +22,8 @@ Where the environment variable ``LEAPP_FIT_CACHE`` names a folder, :func:`train`
 weights it fitted there, named by a hash of everything the fit depends on (this file,
 ``rover_policy.py``, the MJCF, the map, the seed, torch's and MuJoCo's versions), and loads
 them from there instead of fitting again when that hash was fitted before. The test suite
-sets it to a folder of its run, so the run fits the rover once for the tests and the page
-that need it.
+sets it to a folder of its run (CI to one its two lanes share), so the run fits the rover once
+for the tests and the page that need it.
 """
 
 from __future__ import annotations
