@@ -8,12 +8,17 @@
 #
 # Seconds when it is there already (a stamp records what was installed). Exits 1, saying why on
 # stderr, when it cannot be installed (no PyPI); scripts/test.sh then runs without it and the
-# test that needs it skips, saying so.
+# test that needs it skips, saying so. One call at a time installs: a second one (CI starts this
+# beside its lanes, whose scripts/test.sh asks for it too) waits for the first to end, then
+# finds the stamp.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv-nvidia"
 want="torch==2.13.0 leapp==0.7.2"
 stamp="$venv/.leapp_nvidia_stamp"
+
+exec 9<"$root/scripts/nvidia_leapp.sh" # the lock: this file, which every caller has
+flock 9
 
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
     echo "nvidia_leapp: installing $want into $venv (about a minute)" >&2

@@ -153,6 +153,21 @@ def _no_leftover_session():
     session_module._active = None
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _examples_fit_once_per_run(tmp_path_factory):
+    """An example whose fit takes long (examples/perception/train.py) keeps its weights in
+    ``LEAPP_FIT_CACHE``: a folder of this run's, so the tests and the pages that fit the same
+    example (in this process or in the commands they start) fit it once per run, and every run
+    fits it again. Where the variable is set already, its folder is kept: CI (.ci/run) sets a
+    fresh one that its lanes share."""
+    if os.environ.get("LEAPP_FIT_CACHE"):
+        yield
+        return
+    os.environ["LEAPP_FIT_CACHE"] = str(tmp_path_factory.mktemp("fitted"))
+    yield
+    os.environ.pop("LEAPP_FIT_CACHE", None)
+
+
 @pytest.fixture(scope="module")
 def seed(tmp_path_factory):
     """The seed pipeline (examples/torch_pipeline.py, weights seeded) exported into a folder of

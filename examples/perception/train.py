@@ -17,12 +17,21 @@ machine::
 
 It prints the imitation error and, for a few obstacle placements, how far from the goal the
 student ended and how close it came to the obstacle.
+
+Where the environment variable ``LEAPP_FIT_CACHE`` names a folder, :func:`train` keeps the
+weights it fitted there, named by a hash of everything the fit depends on (this file,
+``rover_policy.py``, the MJCF, the map, the seed, torch's and MuJoCo's versions), and loads
+them from there instead of fitting again when that hash was fitted before. The test suite
+sets it to a folder of its run (CI to one its two lanes share), so the run fits the rover once
+for the tests and the page that need it.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -182,7 +191,36 @@ def placements(rng: np.random.Generator, count: int) -> list[tuple[float, float]
 
 
 def train(mjcf: Path, map_path: Path, seed: int = 0, log=print):
-    """The fitted ``(encoder, policy)`` and the walks they were fitted on."""
+    """The fitted ``(encoder, policy)``; from ``LEAPP_FIT_CACHE`` where that folder holds
+    the weights of this fit (see the module's documentation), else fitted and kept there."""
+    kept = kept_weights(mjcf, map_path, seed)
+    if kept is not None and kept.is_file():
+        log(f"the weights of this fit, from {kept} (LEAPP_FIT_CACHE)")
+        return deploy.load(kept)
+    nets = fitted(mjcf, map_path, seed, log)
+    if kept is not None:
+        partial = kept.with_name(f"{kept.name}.{os.getpid()}.partial")
+        torch.save({"encoder": nets[0].state_dict(), "policy": nets[1].state_dict()}, partial)
+        partial.replace(kept)  # whole or absent, for a reader in another process
+    return nets
+
+
+def kept_weights(mjcf: Path, map_path: Path, seed: int) -> Path | None:
+    """Where ``LEAPP_FIT_CACHE`` keeps the weights of this fit; None where it is not set."""
+    folder = os.environ.get("LEAPP_FIT_CACHE")
+    if not folder:
+        return None
+    mujoco = require_mujoco()
+    digest = hashlib.sha256()
+    for path in (Path(__file__), HERE / "rover_policy.py", Path(mjcf), Path(map_path)):
+        digest.update(Path(path).read_bytes())
+    digest.update(f"{seed} {torch.__version__} {mujoco.__version__}".encode())
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    return Path(folder) / f"rover-{digest.hexdigest()[:16]}.pt"
+
+
+def fitted(mjcf: Path, map_path: Path, seed: int, log):
+    """The ``(encoder, policy)`` fitted by DAgger, as the module's documentation says."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
