@@ -119,7 +119,7 @@ def activate_far(loop: BlendedLoop) -> None:
     loop.transition(Transition.TRANSITION_ACTIVATE)
     fault.ended = time.monotonic()
     loop.run(COMMANDS + NORMAL_TICKS)
-    loop.settled_at = loop.ticks  # the activation is over: the arm near the policy's pose
+    loop.notes["activation"] = {"settled_at": loop.ticks}  # the arm near the policy's pose
     loop.largest_deviation = loop.arm.deviation()
 
 
@@ -129,7 +129,7 @@ def spike(loop: BlendedLoop, release: str) -> None:
     from lifecycle_msgs.msg import Transition
 
     fault = loop.begin(f"spike_{release}")
-    fault.spike_tick = loop.ticks
+    note = loop.notes[fault.name] = {"event_tick": loop.ticks}
     loop.tick(spike=SPIKE, until=lambda: fault.first_safe is not None)
 
     def latched() -> int | None:
@@ -140,14 +140,14 @@ def spike(loop: BlendedLoop, release: str) -> None:
         return None
 
     before = loop.wait(latched, "the command node's status to say latched")
-    fault.latch_cause = loop.latest_status()["policy"].get("latch_cause")
+    note["latch_cause"] = loop.latest_status()["policy"].get("latch_cause")
     spikes = sum(name.startswith("spike") for name in (f.name for f in loop.faults))
 
     def out_of_domain() -> int:
         return loop.latest_status()["preprocess"].get("out_of_domain", 0)
 
     loop.wait(lambda: out_of_domain() >= spikes, f"the guard node to count {spikes} spikes")
-    fault.out_of_domain = out_of_domain()
+    note["out_of_domain"] = out_of_domain()
 
     def counted() -> bool:
         return (latched() or 0) >= before + LATCHED_TICKS
@@ -169,10 +169,9 @@ def kill(loop: BlendedLoop, label: str) -> None:
     """SIGKILL the process that runs the policy; the first tick after it gets the stand-in's
     hold; ticks until the restarted process commanded, then its ramp-in and normal ticks."""
     fault = loop.begin("sigkill")
-    fault.old_pid = loop.graph.pids[label]
-    fault.spike_tick = loop.ticks  # the first tick after the kill
+    note = loop.notes[fault.name] = {"event_tick": loop.ticks, "old_pid": loop.graph.pids[label]}
     loop.late = LATE_TICKS
-    os.kill(fault.old_pid, signal.SIGKILL)
+    os.kill(note["old_pid"], signal.SIGKILL)
     fault.started = time.monotonic()
     loop.tick(answer=False, until=lambda: fault.first_safe is not None)
 
@@ -185,7 +184,7 @@ def kill(loop: BlendedLoop, label: str) -> None:
         f"{len(loop.wrong)} wrong: {loop.wrong[:3]}"
     )
     loop.run(COMMANDS + NORMAL_TICKS, answer=False)
-    fault.new_pid = loop.graph.pids[label]
+    note["new_pid"] = loop.graph.pids[label]
 
 
 # --- the run per mode, and its report -----------------------------------------------------
@@ -226,9 +225,9 @@ def figures(loop: BlendedLoop) -> dict[str, Any]:
             "wrong": fault.count("wrong"),
         }
         text = []
-        if fault.name in loop.safe_ticks:
+        if fault.name in loop.safe_ticks and "event_tick" in loop.notes.get(fault.name, {}):
             tick, moment = loop.safe_ticks[fault.name]
-            entry["safe_after_ticks"] = tick - fault.spike_tick
+            entry["safe_after_ticks"] = tick - loop.notes[fault.name]["event_tick"]
             entry["safe_after_ms"] = round(1000 * (moment - fault.started), 1)
             text.append(
                 f"safe action {entry['safe_after_ticks']} ticks / {entry['safe_after_ms']} ms"
@@ -306,8 +305,9 @@ def test_the_arm_stays_up_and_its_own_motion_stays_inside_the_guard(run):
     loop = run.loop
     floor = UP_FRACTION * min(run.start_tip, loop.arm.reference_tip_height())
     assert loop.lowest_tip >= floor, f"the tip fell to {loop.lowest_tip:.3f} m (< {floor:.3f})"
+    settled = loop.notes["activation"]["settled_at"]
     assert loop.largest_deviation <= UP_DEVIATION, (
-        f"a joint {loop.largest_deviation:.3f} rad off after tick {loop.settled_at}"
+        f"a joint {loop.largest_deviation:.3f} rad off after tick {settled}"
     )
     assert loop.fastest < VELOCITY_MAX, f"the arm moved at {loop.fastest:.2f} rad/s"
 
@@ -315,17 +315,18 @@ def test_the_arm_stays_up_and_its_own_motion_stays_inside_the_guard(run):
 @pytest.mark.parametrize("release", ["enable", "lifecycle"])
 def test_a_velocity_spike_is_answered_by_the_safe_action_latched_until_released(run, release):
     fault = run.faults[f"spike_{release}"]
+    note = run.loop.notes[fault.name]
     safe_tick, _ = run.loop.safe_ticks[fault.name]
-    assert safe_tick == fault.spike_tick, (
+    assert safe_tick == note["event_tick"], (
         f"the safe action came with tick {safe_tick}, not as the spike's answer "
-        f"(tick {fault.spike_tick})"
+        f"(tick {note['event_tick']})"
     )
     latched = [kind for _, kind in fault.arrivals[: fault.proven_silent]]
     assert latched and set(latched) == {"safe"}, f"while latched: {latched}"
     assert set(fault.kinds_before_end()) == {"safe"}, fault.kinds_before_end()
-    assert "joint_vel[elbow] = 20" in (fault.latch_cause or ""), fault.latch_cause
+    assert "joint_vel[elbow] = 20" in (note["latch_cause"] or ""), note["latch_cause"]
     spikes = 1 + list(run.faults).index(fault.name) - list(run.faults).index("spike_enable")
-    assert fault.out_of_domain == spikes, f"out_of_domain {fault.out_of_domain}"
+    assert note["out_of_domain"] == spikes, f"out_of_domain {note['out_of_domain']}"
     assert fault.commands_during == 0, "a tick sent while latched was answered"
     assert fault.first_command_tick == fault.first_tick_after, (
         f"commands resumed with tick {fault.first_command_tick}, not with the first after "
@@ -337,11 +338,12 @@ def test_a_velocity_spike_is_answered_by_the_safe_action_latched_until_released(
 
 def test_a_killed_command_process_gets_the_safe_action_with_the_next_tick_and_ramps_in(run):
     fault = run.faults["sigkill"]
-    assert fault.new_pid != fault.old_pid, "the process was not restarted"
+    note = run.loop.notes[fault.name]
+    assert note["new_pid"] != note["old_pid"], "the process was not restarted"
     safe_tick, _ = run.loop.safe_ticks[fault.name]
-    assert safe_tick == fault.spike_tick, (
+    assert safe_tick == note["event_tick"], (
         f"the first hold came with tick {safe_tick}, not the first after the kill "
-        f"({fault.spike_tick})"
+        f"({note['event_tick']})"
     )
     kinds = [kind for _, kind in fault.arrivals]
     assert kinds[0] == "safe", f"after the kill: {kinds[:5]}"

@@ -23,7 +23,6 @@ made (``|e_1 - p|``).
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,6 +110,7 @@ class BlendedLoop(ClosedLoop):
         self.unblended: list[str] = []  # resumptions without a blend
         self.fastest = 0.0  # the largest joint speed the arm had at a tick (rad/s)
         self.safe_ticks: dict[str, tuple[int, float]] = {}  # per fault: its first safe action
+        self.notes: dict[str, dict[str, Any]] = {}  # per fault: what the test noted of it
         super().__init__(graph, policy, arm)
         self.applied = np.array(arm.data.ctrl, dtype=np.float64)  # the pose it started at
 
@@ -189,10 +189,6 @@ class BlendedLoop(ClosedLoop):
 
     def ramps_of(self, fault: str) -> list[Ramp]:
         return [ramp for ramp in self.ramps if ramp.fault == fault]
-
-    def since(self, moment: float) -> float:
-        """Milliseconds from ``moment`` (monotonic) to now."""
-        return 1000 * (time.monotonic() - moment)
 
 
 def _close(value: np.ndarray, expected: np.ndarray) -> bool:
