@@ -74,6 +74,23 @@ def test_a_blend_with_nothing_to_start_from_is_skipped_and_said():
     assert guard.unstarted == ["targets"] and not guard.blending()
 
 
+def test_a_blend_whose_measured_position_is_still_to_come_waits_for_it():
+    guard = ramped()
+    assert guard.awaiting_start() == []  # no blend pending
+    measured = [None]
+    guard.ramps[0].ramp.measured = lambda: measured[0]
+    guard.begin_blends()
+    assert guard.awaiting_start() == ["targets"]
+    measured[0] = np.array([1.0, -1.0, 0.5])
+    assert guard.awaiting_start() == []
+    target = np.array([2.0, 0.0, 0.5], dtype=np.float32)
+    (out,) = guard.apply([target.copy()], counters())
+    np.testing.assert_allclose(out, measured[0] + 0.2 * (target - measured[0]), atol=1e-6)
+    measured[0] = None  # a port that published starts from its last command instead
+    guard.begin_blends()
+    assert guard.awaiting_start() == []
+
+
 def test_limits_apply_on_top_of_the_blend():
     guard = ramped(np.zeros(3), max_step=0.05, max=0.12)
     guard.apply([np.zeros(3, dtype=np.float32)], counters())  # published: 0
