@@ -70,7 +70,9 @@ UP_FRACTION = 0.9
 UP_DEVIATION = 0.35
 NORMAL_TICKS = 30  # after each operation
 LATCHED_TICKS = 10  # the inputs the latched node must count before the release
-LATE_TICKS = 5  # after the kill: a command may answer one of this many unanswered ticks
+LATE_TICKS = 10  # after the kill: a command may answer one of this many unanswered ticks
+# (sync: exact keeps 8 messages per topic: a restarted node whose JointStates come late
+# answers an older tick)
 LIMIT_TICKS = 3000  # the most ticks (at 50 Hz: a minute) an event may take
 OPERATIONS = ("activation", "spike_enable", "spike_lifecycle", "sigkill")
 
@@ -236,7 +238,8 @@ def figures(loop: BlendedLoop) -> dict[str, Any]:
         entry["ramps"] = ramps
         for ramp in ramps:
             text.append(
-                f"ramp {ramp['commands']}/{ramp['of']} largest step {ramp['largest_step_rad']}"
+                f"ramp {ramp['commands']}/{ramp['of']} from {ramp['from']} (first command for "
+                f"tick {ramp['first_tick']}) largest step {ramp['largest_step_rad']}"
                 f" (bound {ramp['bound_rad']}, unblended {ramp['unblended_step_rad']}) rad"
             )
         operations[fault.name] = entry
@@ -244,6 +247,7 @@ def figures(loop: BlendedLoop) -> dict[str, Any]:
     checked = sum(len(fault.arrivals) for fault in loop.faults)
     run = {"ticks": loop.ticks, "checked": checked, "wrong": len(loop.wrong)}
     run["fastest_joint_rad_s"] = round(loop.fastest, 2)
+    run["largest_lag_ticks"] = loop.largest_lag
     line = "; ".join(parts) + f"; {checked} commands checked, {len(loop.wrong)} wrong"
     return {"operations": operations, "run": run, "line": line}
 
@@ -290,7 +294,7 @@ def test_activation_ramps_in_from_the_far_pose_without_a_step_beyond_the_blend(r
     fault = run.faults["activation"]
     kinds = fault.kinds_before_end()
     assert kinds == [], f"the inactive node published {kinds}"
-    (ramp,) = run.loop.ramps_of("activation")
+    ramp = run.loop.ramps_of("activation")[0]  # (a stalled machine's watchdog adds more)
     assert ramp.complete and not ramp.interrupted, ramp.summary()
     assert ramp.origin.startswith("tick"), f"started from {ramp.origin}, not a measured position"
     assert fault.first_command_tick == fault.first_tick_after, (

@@ -35,7 +35,9 @@ from support.sim import Arm
 
 __all__ = ["BlendedLoop", "Ramp"]
 
-STARTS = 10  # the ticks whose positions a blend may start from (the newest first)
+STARTS = 3000  # the ticks whose positions a blend may start from (a minute at 50 Hz): the
+# newest JointState a node took can be old (a restarted node's subscription takes its first
+# messages late)
 
 
 @dataclass
@@ -91,6 +93,7 @@ class Ramp:
             "commands": self.done,
             "of": self.commands,
             "from": self.origin,
+            "first_tick": self.first_tick,
             "largest_step_rad": round(max(self.steps), 4),
             "bound_rad": round(max(self.bounds), 4),
             "unblended_step_rad": round(self.unblended, 4),
@@ -111,6 +114,7 @@ class BlendedLoop(ClosedLoop):
         self.fastest = 0.0  # the largest joint speed the arm had at a tick (rad/s)
         self.safe_ticks: dict[str, tuple[int, float]] = {}  # per fault: its first safe action
         self.notes: dict[str, dict[str, Any]] = {}  # per fault: what the test noted of it
+        self.largest_lag = 0  # ticks between the latest tick sent and the one a command answered
         super().__init__(graph, policy, arm)
         self.applied = np.array(arm.data.ctrl, dtype=np.float64)  # the pose it started at
 
@@ -133,13 +137,26 @@ class BlendedLoop(ClosedLoop):
         while self.earlier and self.earlier[0][0] <= tick:  # answered, or passed
             self.earlier.popleft()
         self.answered = max(self.answered, tick)
+        self.largest_lag = max(self.largest_lag, self.ticks - tick)
         return "command", tick, sent
 
-    def _starts(self) -> list[tuple[str, np.ndarray]]:
-        starts = [(f"tick {tick}", position) for tick, position in reversed(self.positions)]
+    def _start(self, value: np.ndarray, eager: np.ndarray) -> tuple[str, np.ndarray] | None:
+        """The start of a blend whose first command for ``eager`` is ``value``: the position
+        of a tick sent (the newest that fits), else the last command; None if none fits."""
+        origins = [f"tick {tick}" for tick, _ in reversed(self.positions)]
+        starts = [position for _, position in reversed(self.positions)]
         if self.last is not None:
-            starts.append(("last command", self.last.astype(np.float64)))
-        return starts
+            origins.append("last command")
+            starts.append(self.last.astype(np.float64))
+        if not starts:
+            return None
+        start = np.stack(starts)
+        first = (start + (eager.astype(np.float64) - start) / self.commands).astype(np.float32)
+        fits = np.all(np.abs(first - value) <= TOLERANCE, axis=1)
+        if not fits.any():
+            return None
+        index = int(np.argmax(fits))
+        return origins[index], start[index]
 
     def _classify(self, value: np.ndarray) -> tuple[str, int | None, float]:
         candidates = [c for c in (self.candidate, *reversed(self.earlier)) if c is not None]
@@ -153,16 +170,17 @@ class BlendedLoop(ClosedLoop):
                     return self._answered(candidate)
         elif self.resuming:  # a blend starts (from a measured position, or the last command)
             for candidate in candidates:
-                for origin, start in self._starts():
+                found = self._start(value, candidate[2])
+                if found is not None:
+                    origin, start = found
                     ramp = Ramp(
-                        self.commands, start, origin, previous, self.faults[-1].name, self.ticks
+                        self.commands, start, origin, previous, self.faults[-1].name, candidate[0]
                     )
-                    if _close(value, ramp.expected(candidate[2])):
-                        ramp.take(value, candidate[2], previous)
-                        self.ramps.append(ramp)
-                        self.ramp = None if ramp.complete else ramp
-                        self.resuming = False
-                        return self._answered(candidate)
+                    ramp.take(value, candidate[2], previous)
+                    self.ramps.append(ramp)
+                    self.ramp = None if ramp.complete else ramp
+                    self.resuming = False
+                    return self._answered(candidate)
             for candidate in candidates:
                 if _close(value, candidate[2]):
                     self.unblended.append(f"tick {candidate[0]} ({self.faults[-1].name})")
