@@ -28,7 +28,9 @@ status record counting the inputs, a service's answer) within a generous overall
    status counted their inputs while latched; then ``~/enable`` true, or ``deactivate`` and
    ``activate``, releases the latch: commands resume with the first tick after it, ramping
    in again;
-3. ``sigkill``: SIGKILL of the process that runs the policy; the first tick after the kill
+3. ``estop``: ``~/enable`` false until its hold came twice (the ticks unanswered), then
+   true: commands resume with the first tick after the release, ramping in;
+4. ``sigkill``: SIGKILL of the process that runs the policy; the first tick after the kill
    is answered by the stand-in's hold; ticks go on unanswered until the restarted process
    commands again, ramping in (what ``test_closed_loop_crash.py`` proves of the stand-in
    itself, holds only and its handover, is not repeated here).
@@ -74,7 +76,7 @@ LATE_TICKS = 10  # after the kill: a command may answer one of this many unanswe
 # (sync: exact keeps 8 messages per topic: a restarted node whose JointStates come late
 # answers an older tick)
 LIMIT_TICKS = 3000  # the most ticks (at 50 Hz: a minute) an event may take
-OPERATIONS = ("activation", "spike_enable", "spike_lifecycle", "sigkill")
+OPERATIONS = ("activation", "spike_enable", "spike_lifecycle", "estop", "sigkill")
 
 
 def params_document() -> dict[str, Any]:
@@ -163,6 +165,17 @@ def spike(loop: BlendedLoop, release: str) -> None:
         loop.transition(Transition.TRANSITION_DEACTIVATE)
         loop.wait(lambda: loop.inactive_received() is not None, "the inactive node's status")
         loop.transition(Transition.TRANSITION_ACTIVATE)
+    fault.ended = time.monotonic()
+    loop.run(NORMAL_TICKS)
+
+
+def estop(loop: BlendedLoop) -> None:
+    """The e-stop through ``~/enable`` until its hold came twice, then its release."""
+    fault = loop.begin("estop")
+    loop.notes[fault.name] = {"event_tick": loop.ticks}
+    loop.set_enabled(False)
+    loop.run_until(lambda: fault.count("safe") >= 2, LIMIT_TICKS, answer=False)
+    loop.set_enabled(True)
     fault.ended = time.monotonic()
     loop.run(NORMAL_TICKS)
 
@@ -271,6 +284,7 @@ def run(request, arm_export, report, tmp_path_factory):
         activate_far(loop)
         spike(loop, "enable")
         spike(loop, "lifecycle")
+        estop(loop)
         kill(loop, label)
         tail = "\n".join(graph.output.splitlines()[-30:])
     report[request.param.value] = figures(loop)
@@ -337,6 +351,18 @@ def test_a_velocity_spike_is_answered_by_the_safe_action_latched_until_released(
         f"the release ({fault.first_tick_after})"
     )
     ramps = run.loop.ramps_of(fault.name)
+    assert ramps and ramps[0].complete and not ramps[0].interrupted, [r.summary() for r in ramps]
+
+
+def test_an_estop_gives_only_the_hold_and_its_release_ramps_in(run):
+    fault = run.faults["estop"]
+    kinds = fault.kinds_before_end()
+    assert kinds.count("safe") >= 2 and set(kinds) == {"safe"}, f"while e-stopped: {kinds}"
+    assert fault.first_command_tick == fault.first_tick_after, (
+        f"commands resumed with tick {fault.first_command_tick}, not with the first after "
+        f"the release ({fault.first_tick_after})"
+    )
+    ramps = run.loop.ramps_of("estop")
     assert ramps and ramps[0].complete and not ramps[0].interrupted, [r.summary() for r in ramps]
 
 
