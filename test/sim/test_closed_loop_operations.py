@@ -37,11 +37,12 @@ status record counting the inputs, a service's answer) within a generous overall
 
 Every command is eager PyTorch on the inputs of the tick it answers, blended by the formula
 wherever commands resume, or the hold; anything else is wrong. The arm is up at every tick
-(its tip above 90 % of the lower of its start and reference heights; once the activation's
-blend is over, no joint more than 0.35 rad from the reference). ``pytest -s`` prints, per mode
-and operation, the ticks and milliseconds to the safe action, the largest published step of
-each ramp-in with the step the blend allows and the step an unblended command would have
-made, and the commands checked and wrong; then one line per mode.
+(its tip above 90 % of the lower of its start and reference heights; once the activation is
+over, its blend and 30 ticks more, no joint more than 0.35 rad from the reference).
+``pytest -s`` prints, per mode and operation, the ticks and milliseconds to the safe action,
+the largest published step of each ramp-in with the step the blend allows and the step an
+unblended command would have made, and the commands checked and wrong; then one line per
+mode.
 """
 
 from __future__ import annotations
