@@ -4,7 +4,8 @@
 - the e-stop (``~/enable``, ``estop_topic``), the input watchdog (``input_timeout_ms``) and the
   safe action, by the rules of :class:`~leapp_ros.node.safety.CommandGate`;
 - ramp-in (``ports.<port>.blend_s``, :mod:`leapp_ros.node.ramp`): an activation, an e-stop
-  release, a watchdog recovery and a latch release blend the next commands in;
+  release, a watchdog recovery and a latch release blend the next commands in; a blend whose
+  measured start is still to come holds commands back until it comes;
 - out-of-domain guards (``ports.<port>.min`` / ``max`` of inputs, ``on_out_of_domain``,
   :mod:`leapp_ros.node.domain_guard`): ``drop`` skips the set, ``safe`` latches the safe
   action. A node that trips a ``safe`` guard says so on ``_leapp/guard`` (reliable, in the
@@ -141,6 +142,8 @@ class CommandSafety:
         gate = self._gate
         resumed = gate.timed_out
         sets = self._sets
+        if gate.commanding and self._awaiting_start():
+            return
         if gate.admit(now, sets.stamps, sets.triggers or sets.newest):
             if resumed:
                 self._resumed()
@@ -216,6 +219,20 @@ class CommandSafety:
         for data in self._data_paths():
             if data.guard is not None and data.guard.ramps:
                 data.guard.begin_blends()
+
+    def _awaiting_start(self) -> bool:
+        """Whether a pending ramp-in waits for its first measured position (then the node
+        does not command yet, and says so)."""
+        for data in self._data_paths():
+            ports = [] if data.guard is None else data.guard.awaiting_start()
+            if ports:
+                self._warn(
+                    f"\0awaiting {data.name}",
+                    f"node {data.name!r}: ramp-in of {ports} waits for the first measured "
+                    "position (blend_from): not commanding until it comes",
+                )
+                return True
+        return False
 
     def _blended(self, data: Any) -> None:
         """After a run of ``data``: say when a blend found no start, report progress."""

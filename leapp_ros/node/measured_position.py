@@ -8,6 +8,13 @@ its ramp (:class:`~leapp_ros.node.ramp.PortRamp`) the newest value, element by e
 output's order, matched by name (the output's and the input's element names, or the robot
 message's joints); a port without names on either side takes the input's elements in order
 when both have as many.
+
+Where the input is one of the node's own (a fused node, a node that reads the joints and
+commands them), the value of the set the node runs on comes first: the blend then starts from
+the position of the very inputs its first command answers. Two subscriptions to one topic take
+a message in no fixed order, so the node's own subscription may run on a message the measured
+one has not taken yet (the first after a restart: no measured position at all, and the blend
+would be skipped).
 """
 
 from __future__ import annotations
@@ -101,6 +108,7 @@ def subscribe_measured(
             reader = TopicReader(owner.inputs, [index])
             cell: list[Any] = [None]
             taken = data.measured_cell(reader)
+            own = next((path for path in paths if path.plan.name == owner.name), None)
 
             def take(
                 message: Any, reader: TopicReader = reader, cell: list = cell, taken=taken
@@ -113,8 +121,12 @@ def subscribe_measured(
                 if np.isfinite(value).all():
                     cell[0] = value
 
-            def newest(cell: list = cell, order: np.ndarray = order) -> np.ndarray | None:
-                value = cell[0]
+            def newest(
+                cell: list = cell, order: np.ndarray = order, own: Any = own, index: int = index
+            ) -> np.ndarray | None:
+                value = _own_value(own, index)
+                if value is None:
+                    value = cell[0]
                 return None if value is None else value.reshape(-1)[order]
 
             port.ramp.measured = newest
@@ -129,3 +141,12 @@ def subscribe_measured(
             reader.resolved = subscription.topic_name
             subscriptions.append((data, subscription.topic_name, matched))
     return subscriptions
+
+
+def _own_value(own: Any, index: int) -> np.ndarray | None:
+    """The current value of input ``index`` of data path ``own`` (None: no such path, no
+    value yet, or not finite)."""
+    if own is None or own.values[index] is None:
+        return None
+    value = np.asarray(own.values[index], dtype=np.float64)
+    return value if np.isfinite(value).all() else None

@@ -6,7 +6,10 @@ guard release, a policy switch: :meth:`PortRamp.begin`), the port's next command
 *start* to the policy's target. The start is taken at the blend's first command: the measured
 position (``blend_from``: the newest message of that input, element by element by name) when
 one has come, else the last value the port published (a command or the safe action); with
-neither the blend is skipped (the policy's target goes out at once).
+neither the blend is skipped (the policy's target goes out at once), except where a measured
+position is to come (:meth:`PortRamp.awaits_start`: ``blend_from`` is set, its input has
+delivered nothing yet, the port published nothing): the node then does not command until one
+has come (a restarted process whose subscriptions take their first messages late).
 
 The weight counts the node's own commands, not time: ``N = ceil(blend_s * rate_hz)`` (the
 node's rate, ``rate_hz`` or ``pipeline.configs.frequency``), and the ``k``-th command of the
@@ -58,6 +61,13 @@ class PortRamp:
     def begin(self) -> None:
         """Blend the next commands in (the start is taken at the first of them)."""
         self.pending = True
+
+    def awaits_start(self, last: np.ndarray | None) -> bool:
+        """Whether a blend is pending whose start is still to come: the port reads a measured
+        position and none has come, and it published nothing (``last`` None)."""
+        return (
+            self.pending and last is None and self.measured is not None and self.measured() is None
+        )
 
     def blend(self, target: Any, last: np.ndarray | None) -> tuple[Any, bool]:
         """The command for the policy's ``target`` (``last``: the value the port published

@@ -190,6 +190,11 @@ class OutputGuard:
         for port in self.ramps:
             port.ramp.begin()  # type: ignore[union-attr]
 
+    def awaiting_start(self) -> list[str]:
+        """The ports whose pending blend waits for its first measured position
+        (:meth:`~leapp_ros.node.ramp.PortRamp.awaits_start`)."""
+        return [p.limits.port for p in self.ramps if p.ramp.awaits_start(p.last)]  # type: ignore[union-attr]
+
     def blending(self) -> dict[str, Any]:
         """Per port with a blend pending or in progress, its progress
         (:meth:`~leapp_ros.node.ramp.PortRamp.progress`)."""

@@ -126,14 +126,14 @@ def watchdog_graph(arm, deployment, tmp_path_factory):
 def played_graph(arm, deployment, tmp_path_factory):
     extra = {"output_rate_hz": PLAYED_HZ, "interpolate": "linear"}
     with start(arm, deployment, tmp_path_factory, "drop", **extra) as graph:
-        yield Rig(graph, arm.policy, played=True)
+        yield Rig(graph, arm.policy)
 
 
 class Rig:
     """The arm's sensor messages sent through ``graph`` one tick at a time (the joints held at
     :data:`FAR`, velocities and IMU random), the commands and diagnostics that come back."""
 
-    def __init__(self, graph: GraphUnderTest, policy, *, played: bool = False, guarded=""):
+    def __init__(self, graph: GraphUnderTest, policy, *, guarded=""):
         from diagnostic_msgs.msg import DiagnosticArray
         from lifecycle_msgs.srv import ChangeState
         from std_srvs.srv import SetBool
@@ -158,10 +158,9 @@ class Rig:
         )
         self.rng = np.random.default_rng(5)
         self.ticks = 0
-        if played:  # (its targets: the test's business)
-            self.send(self.reading())
-        else:
-            self.step()  # the measured position (always FAR) reaches the ramps
+        # the measured position (always FAR) reaches the ramps; the tick may go unanswered:
+        # a blend waits for its first measured position, which can come after the set
+        self.send(self.reading())
 
         def measured():
             return any(sum(r.get("measured_on", {}).values()) for r in graph.status().values())

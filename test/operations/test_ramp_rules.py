@@ -74,6 +74,23 @@ def test_a_blend_with_nothing_to_start_from_is_skipped_and_said():
     assert guard.unstarted == ["targets"] and not guard.blending()
 
 
+def test_a_blend_whose_measured_position_is_still_to_come_waits_for_it():
+    guard = ramped()
+    assert guard.awaiting_start() == []  # no blend pending
+    measured = [None]
+    guard.ramps[0].ramp.measured = lambda: measured[0]
+    guard.begin_blends()
+    assert guard.awaiting_start() == ["targets"]
+    measured[0] = np.array([1.0, -1.0, 0.5])
+    assert guard.awaiting_start() == []
+    target = np.array([2.0, 0.0, 0.5], dtype=np.float32)
+    (out,) = guard.apply([target.copy()], counters())
+    np.testing.assert_allclose(out, measured[0] + 0.2 * (target - measured[0]), atol=1e-6)
+    measured[0] = None  # a port that published starts from its last command instead
+    guard.begin_blends()
+    assert guard.awaiting_start() == []
+
+
 def test_limits_apply_on_top_of_the_blend():
     guard = ramped(np.zeros(3), max_step=0.05, max=0.12)
     guard.apply([np.zeros(3, dtype=np.float32)], counters())  # published: 0
@@ -188,3 +205,49 @@ def test_an_output_guarded_by_drop_or_safe_is_checked_raw_not_clamped():
     np.testing.assert_array_equal(out, np.float32([0.5, 0.9, 0.0]))
     clamping = OutputGuard.of("p", [port()], {"targets": limits(max=1.0)})
     assert clamping.out_of_domain([raw]) is None  # clamp (default): clamped instead
+
+
+class _Node:
+    """What subscribe_measured asks of an rclpy node: subscriptions, whose callbacks it keeps."""
+
+    def __init__(self):
+        self.callbacks = []
+
+    def create_subscription(self, message_class, topic, callback, qos, event_callbacks=None):
+        self.callbacks.append(callback)
+        return SimpleNamespace(topic_name=topic)
+
+
+@pytest.mark.parametrize("owns_input", [True, False], ids=["fused", "apart"])
+def test_a_node_that_reads_the_measured_input_starts_its_blend_from_its_own_set(seed, owns_input):
+    """The seed's policy ramps in from ``state``: a fused node, whose preprocess stage reads
+    ``state``, takes the value of the set it runs on, ahead of its measured subscription (which
+    may not have taken that message yet); a node apart only has the subscription."""
+    from std_msgs.msg import Float32MultiArray
+
+    from leapp_ros.node.measured_position import subscribe_measured
+    from leapp_ros.run.processes import load_plan
+
+    plan = load_plan(seed.path)
+    nodes = {node.name: node for node in plan.nodes}
+    action = limits(blend_s=0.1, blend_from="state")
+    policy = SimpleNamespace(
+        name="policy",
+        plan=nodes["policy"],
+        values=[None],
+        guard=OutputGuard.of("policy", [port("action", shape=(6,))], {"action": action}, 50.0),
+        measured_cell=lambda reader: [0],
+    )
+    preprocess = SimpleNamespace(
+        name="preprocess", plan=nodes["preprocess"], values=[None, None], guard=None
+    )
+    node = _Node()
+    subscribe_measured(node, plan, [preprocess, policy] if owns_input else [policy])
+    measured = policy.guard.ramps[0].ramp.measured
+    assert measured() is None
+    (take,) = node.callbacks
+    take(Float32MultiArray(data=[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]))
+    np.testing.assert_allclose(measured(), [1, 2, 3, 4, 5, 6])
+    preprocess.values[0] = np.array([9.0, 8.0, 7.0, 6.0, 5.0, 4.0], dtype=np.float32)
+    expected = [9, 8, 7, 6, 5, 4] if owns_input else [1, 2, 3, 4, 5, 6]
+    np.testing.assert_allclose(measured(), expected)

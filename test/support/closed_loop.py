@@ -25,7 +25,7 @@ import json
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,7 @@ from leapp_ros.plan.pipeline import STATUS_TOPIC
 from leapp_ros.testing import GraphUnderTest
 from leapp_ros.testing.probe import qos
 from support.sim import (
+    JOINTS,
     REFERENCE,
     TICK_S,
     Arm,
@@ -234,14 +235,24 @@ class ClosedLoop:
 
     # --- ticks ------------------------------------------------------------------------------
 
-    def tick(self, *, joints: bool = True, nan: str | None = None, answer: bool = True) -> None:
+    def tick(
+        self,
+        *,
+        joints: bool = True,
+        nan: str | None = None,
+        answer: bool = True,
+        spike: float | None = None,
+        until: Callable[[], bool] | None = None,
+    ) -> None:
         """One tick: publish the IMU and (with ``joints``) the JointState of the arm now
-        (``nan``: ``"joints"`` or ``"imu"`` carries a NaN), wait for the command if ``answer``,
-        pace to one tick per control period, apply the newest command and step the arm."""
+        (``nan``: ``"joints"`` or ``"imu"`` carries a NaN; ``spike``: the elbow's velocity
+        reads this, not what the arm does), wait for the command if ``answer`` (or, given
+        ``until``, until that event), pace to one tick per control period, apply the newest
+        command and step the arm."""
         begun = time.monotonic()
         self.graph.spin(0)  # raises if a node died
         reading, stamp = self.arm.read(), self.arm.time
-        valid = joints and nan is None
+        valid = joints and nan is None and spike is None
         if self.late and self.candidate is not None:
             self.earlier.append(self.candidate)
             while len(self.earlier) > self.late:
@@ -256,9 +267,16 @@ class ClosedLoop:
         if joints:
             order = JOINT_ORDERS[self.ticks % len(JOINT_ORDERS)]
             nan_joint = "elbow" if nan == "joints" else None
-            self.joints.publish(joint_state_message(reading, stamp, order, nan_joint=nan_joint))
+            sent = reading
+            if spike is not None:
+                velocity = reading.velocity.copy()
+                velocity[JOINTS.index("elbow")] = spike
+                sent = replace(reading, velocity=velocity)
+            self.joints.publish(joint_state_message(sent, stamp, order, nan_joint=nan_joint))
             self.last_joints_at = time.monotonic()
-        if answer and valid:
+        if until is not None:
+            self.spin(until=begun + ANSWER_S, done=until)
+        elif answer and valid:
             self.awaited += 1
             self.spin(until=begun + ANSWER_S, done=lambda: self.answered == self.ticks)
             if self.answered != self.ticks:
