@@ -28,6 +28,7 @@ from leapp.spec import Spec
 from leapp_ros.messages.multiarray import MessageError
 from leapp_ros.messages.topic_io import TopicReader, float_ports, nonfinite
 from leapp_ros.node.domain_guard import InputGuard
+from leapp_ros.node.frame_memory import FRAME_BYTES, frame_bytes, keep_frame_buffers
 from leapp_ros.node.input_sets import InputSets
 from leapp_ros.node.rate_limited_log import one_line
 from leapp_ros.node.safety import OutputGuard
@@ -113,6 +114,8 @@ class NodeData:
         """
         from leapp_ros.node.model import load_node_model
 
+        if frame_bytes(port for port in node.inputs if port.topic) >= FRAME_BYTES:
+            keep_frame_buffers()  # a camera frame's buffers: reused, not faulted in anew
         guard = OutputGuard.of_node(node, limits or {}, rate_hz)
         model = load_node_model(spec, node.name)
         initial = initial_values(plan.initial_values, node)
