@@ -1,6 +1,7 @@
 """Benchmark a camera pipeline as a live ROS 2 graph against a hand-written rclpy node pair.
 
     python bench/image_latency.py [--frames depth,rgb] [--rounds R] [--seconds S]
+                                  [--deployment processes|composed|fused]
 
 The pipeline (bench/image_export.py): an encoder (a small CNN, ONNX) on one camera frame, a
 policy (TorchScript) on its latent and a ``sensor_msgs/JointState``, publishing joint targets;
@@ -8,7 +9,8 @@ per frame: a 480x640 ``32FC1`` depth frame, a 1280x720 ``rgb8`` one. A client
 (bench/image_client.py) publishes frames at 30 Hz and joint states at 500 Hz and times, for each
 frame, the command it produces. Graphs, each in processes of their own:
 
-- leapp's graph, one process per node (``leapp-ros run``'s processes);
+- leapp's graph, one process per node (``leapp-ros run``'s processes; ``--deployment``:
+  composed in one process, or one fused node);
 - the hand-written typed node pair of the same shape (bench/image_nodes.py): typed ``Image``
   subscription, ``np.frombuffer(msg.data)``, the same ONNX and TorchScript calls, the latent
   as a ``Float32MultiArray`` and the command as a ``Float64MultiArray``.
@@ -42,7 +44,7 @@ from graph_client import descendants
 from image_client import ImageClient, frame_transport
 from image_export import FRAMES, JOINTS, Frame, ImageExport, export_image_pipeline
 from image_nodes import hand_written_pair
-from image_report import HAND, LEAPP, Result, report
+from image_report import HAND, Result, leapp_label, report
 from model_clock import FOLDER, timed_processes
 from ros_latency import namespace_of, running_graph, use_own_domain
 
@@ -82,8 +84,9 @@ def serialized(frame: Frame, pixels: Any, position: Any, velocity: Any) -> tuple
     return serialize_message(image), serialize_message(joints)
 
 
-def subjects(export: ImageExport) -> dict[str, Callable]:
-    """leapp's graph and the hand-written pair: ``start(namespace)`` is a context manager."""
+def subjects(export: ImageExport, deployment: Any) -> dict[str, Callable]:
+    """leapp's graph in ``deployment`` and the hand-written pair: ``start(namespace)`` is a
+    context manager."""
     import leapp.spec
     from leapp_ros.plan.pipeline import make_plan
     from leapp_ros.run.deployment import GraphOptions
@@ -93,10 +96,13 @@ def subjects(export: ImageExport) -> dict[str, Callable]:
 
     def leapp_graph(namespace: str):
         plan = make_plan(spec, namespace=namespace)
-        processes = plan_processes(plan, GraphOptions(log_level="info"))
+        processes = plan_processes(plan, GraphOptions(deployment, log_level="info"))
         return running_graph(timed_processes(processes))
 
-    return {LEAPP: leapp_graph, HAND: lambda ns: hand_written_pair(export.spec_path, ns)}
+    return {
+        leapp_label(deployment.description): leapp_graph,
+        HAND: lambda ns: hand_written_pair(export.spec_path, ns),
+    }
 
 
 @contextlib.contextmanager
@@ -125,12 +131,13 @@ def checked_client(export: ImageExport, start: Callable, label: str) -> Iterator
             client.close()
 
 
-def measure(export: ImageExport, rounds: int, seconds: float) -> dict[str, Result]:
-    """Both graphs alive, ``rounds`` windows each, alternating (the order turns each round)."""
+def measure(export: ImageExport, deployment: Any, rounds: int, seconds: float) -> dict:
+    """Both graphs alive (leapp's in ``deployment``), ``rounds`` windows each, alternating (the
+    order turns each round); each graph's :class:`Result` by its label."""
     with contextlib.ExitStack() as stack:
         clients = {
             label: stack.enter_context(checked_client(export, start, label))
-            for label, start in subjects(export).items()
+            for label, start in subjects(export, deployment).items()
         }
         labels = list(clients)
         windows: dict[str, list] = {label: [] for label in labels}
@@ -167,11 +174,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--frames", default="depth,rgb", help="of: " + ", ".join(FRAMES))
     parser.add_argument("--rounds", type=int, default=6, help="windows per graph")
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each window")
+    parser.add_argument(
+        "--deployment",
+        default="processes",
+        choices=["processes", "composed", "fused"],
+        help="how leapp's graph runs (default: one process per node)",
+    )
     args = parser.parse_args(argv)
     names = args.frames.split(",")
     unknown = [name for name in names if name not in FRAMES]
     if unknown:
         parser.error(f"--frames: no frame {unknown}; frames are {', '.join(FRAMES)}")
+    from leapp_ros.run.deployment import Deployment
+
     use_own_domain()
     load_before = os.getloadavg()
     frames = {}
@@ -182,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
         for name in names:
             frame = FRAMES[name]
             export = export_image_pipeline(Path(folder), frame)
-            results = measure(export, args.rounds, args.seconds)
+            results = measure(export, Deployment.parse(args.deployment), args.rounds, args.seconds)
             title = f"{frame.width}x{frame.height} {frame.encoding} ({name})"
             frames[title] = results
     load = " / ".join(

@@ -1,6 +1,7 @@
 """What bench/image_latency.py measures per camera frame, its verdicts, and how it prints them.
 
-Per frame (480x640 ``32FC1`` depth, 1280x720 ``rgb8``), leapp's camera graph against the
+Per frame (480x640 ``32FC1`` depth, 1280x720 ``rgb8``), leapp's camera graph (one process
+per node, composed or fused) against the
 typed hand-written node pair (bench/image_nodes.py), from one run, by ratios only. Each graph
 is driven in several windows with frames (alternating with the other graph's) and windows of
 joint states alone; its figures are medians over its windows, so that one window disturbed by
@@ -26,8 +27,16 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-LEAPP = "leapp, one process per node"
+LEAPP = "leapp, one process per node"  # leapp's graph as bench/image_latency.py runs it by default
 HAND = "hand-written typed pair"
+
+
+def leapp_label(deployment: str) -> str:
+    """The row of leapp's graph in ``deployment`` (:class:`leapp_ros.run.deployment.Deployment`'s
+    description: ``one process per node``, ``composed``, ``fused``)."""
+    return f"leapp, {deployment}"
+
+
 OUTSIDE_LIMIT = 0.5
 
 
@@ -99,7 +108,8 @@ def report_frame(name: str, results: dict[str, Result]) -> list[Verdict]:
         f"    {'graph':<30}{'median':>9}{'p99':>9}{'lost':>5}{'CPU/image':>11}"
         f"{'joints/s':>10}{'image':>9}{'model':>9}{'model share':>12}{'outside':>9}"
     )
-    for label in (HAND, LEAPP):
+    (leapp,) = (label for label in results if label != HAND)
+    for label in (HAND, leapp):
         result = results[label]
         share = result.model_us / result.cpu_us if result.cpu_us > 0 else 0.0
         print(
@@ -113,7 +123,7 @@ def report_frame(name: str, results: dict[str, Result]) -> list[Verdict]:
         "beyond the joint states; model: the model calls' CPU per image, timed in the graph's "
         "processes; outside: image less model)"
     )
-    verdicts = list(judge(results[LEAPP], results[HAND]))
+    verdicts = list(judge(results[leapp], results[HAND]))
     for verdict in verdicts:
         print(f"      {verdict.rule:<8} {verdict.figures:<72} {verdict.word}")
     return verdicts
