@@ -267,6 +267,7 @@ class NodeData:
                         sets.reset()
                         fire(now)
                         return
+            first = not pending.isdisjoint(fire_keys)  # the set's first message here
             pending.difference_update(fire_keys)
             if not pending:
                 if rejected:
@@ -277,7 +278,7 @@ class NodeData:
                     fire(now)
                 else:
                     mixed()
-            elif partners is not None:
+            elif partners is not None and first:  # (a newer one: the others were tried)
                 partners(origin)
 
         return on_message
