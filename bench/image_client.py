@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_client import cpu_seconds
+from model_clock import FOLDER, model_cpu
 
 FRAME_PROFILE = """<?xml version="1.0" encoding="UTF-8"?>
 <dds xmlns="http://www.eprosima.com">
@@ -71,6 +72,8 @@ class Window:
     latencies: list[float] = field(default_factory=list)
     lost: int = 0
     cpu_s: float = 0.0
+    model_s: float = 0.0
+    model_calls: int = 0
     joints: int = 0
     seconds: float = 0.0
 
@@ -131,6 +134,7 @@ class ImageClient:
         one frame in flight (see the module documentation)."""
         window = Window()
         cpu_before = cpu_seconds(self.pids)
+        model_before = self.model_cpu()
         began = time.perf_counter()
         next_joint = next_image = began
         sent_ns: int | None = None
@@ -153,8 +157,15 @@ class ImageClient:
             wake = next_joint if sent_ns is not None or not frames else min(next_joint, next_image)
             self.executor.spin_once(timeout_sec=max(0.0, wake - time.perf_counter()))
         window.cpu_s = cpu_seconds(self.pids) - cpu_before
+        model_s, calls = self.model_cpu()
+        window.model_s, window.model_calls = model_s - model_before[0], calls - model_before[1]
         window.seconds = time.perf_counter() - began
         return window
+
+    def model_cpu(self) -> tuple[float, int]:
+        """The graph's model calls so far: CPU seconds and calls (bench/model_clock.py)."""
+        folder = os.environ.get(FOLDER)
+        return model_cpu(self.pids, Path(folder)) if folder else (0.0, 0)
 
     def prime(self, timeout_s: float = 60.0) -> Any:
         """Drive until a command came (best-effort subscriptions may drop the first frames,

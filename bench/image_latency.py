@@ -1,6 +1,7 @@
 """Benchmark a camera pipeline as a live ROS 2 graph against a hand-written rclpy node pair.
 
     python bench/image_latency.py [--frames depth,rgb] [--rounds R] [--seconds S]
+                                  [--deployment processes|composed|fused]
 
 The pipeline (bench/image_export.py): an encoder (a small CNN, ONNX) on one camera frame, a
 policy (TorchScript) on its latent and a ``sensor_msgs/JointState``, publishing joint targets;
@@ -8,7 +9,8 @@ per frame: a 480x640 ``32FC1`` depth frame, a 1280x720 ``rgb8`` one. A client
 (bench/image_client.py) publishes frames at 30 Hz and joint states at 500 Hz and times, for each
 frame, the command it produces. Graphs, each in processes of their own:
 
-- leapp's graph, one process per node (``leapp-ros run``'s processes);
+- leapp's graph, one process per node (``leapp-ros run``'s processes; ``--deployment``:
+  composed in one process, or one fused node);
 - the hand-written typed node pair of the same shape (bench/image_nodes.py): typed ``Image``
   subscription, ``np.frombuffer(msg.data)``, the same ONNX and TorchScript calls, the latent
   as a ``Float32MultiArray`` and the command as a ``Float64MultiArray``.
@@ -16,10 +18,11 @@ frame, the command it produces. Graphs, each in processes of their own:
 Both are checked as they start: the command for the client's frame and joint state equals
 eager PyTorch's targets (within :data:`CHECK_TOLERANCE`). Then ``--rounds`` windows of
 ``--seconds`` per graph, alternating: latency from the frame's publish to its command (median,
-p99), the graph's processes' CPU time (all threads) per answered frame. The model calls (the
-encoder's and the policy's, made as the hand-written nodes make them, at the frame rate) are
-timed in this process and printed apart: subtracted from CPU per image, they leave what each
-graph spends per image outside the model calls. Verdicts: bench/image_report.py.
+p99), the graph's processes' CPU time (all threads) per answered frame, and the CPU time of
+their model calls (the encoder's and the policy's), which each process times around exactly
+those calls (bench/model_clock.py: leapp's processes run through it, the hand-written nodes
+wrap their calls in it): subtracted from CPU per image, it leaves what each graph spends per
+image outside the model calls. Verdicts: bench/image_report.py.
 
 ROS discovery stays on this machine in a domain of its own (as bench/ros_latency.py).
 """
@@ -38,13 +41,18 @@ from pathlib import Path
 from typing import Any
 
 from graph_client import descendants
-from image_client import IMAGE_HZ, ImageClient, frame_transport
+from image_client import ImageClient, frame_transport
 from image_export import FRAMES, JOINTS, Frame, ImageExport, export_image_pipeline
 from image_nodes import hand_written_pair
-from image_report import HAND, LEAPP, ModelCalls, Result, report
+from image_report import HAND, Result, leapp_label, report
+from model_clock import FOLDER, timed_processes
 from ros_latency import namespace_of, running_graph, use_own_domain
 
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+# leapp's processes run through bench/model_clock.py: python -m finds it
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    filter(None, [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH")])
+)
 CHECK_TOLERANCE = 1e-5
 
 
@@ -76,8 +84,9 @@ def serialized(frame: Frame, pixels: Any, position: Any, velocity: Any) -> tuple
     return serialize_message(image), serialize_message(joints)
 
 
-def subjects(export: ImageExport) -> dict[str, Callable]:
-    """leapp's graph and the hand-written pair: ``start(namespace)`` is a context manager."""
+def subjects(export: ImageExport, deployment: Any) -> dict[str, Callable]:
+    """leapp's graph in ``deployment`` and the hand-written pair: ``start(namespace)`` is a
+    context manager."""
     import leapp.spec
     from leapp_ros.plan.pipeline import make_plan
     from leapp_ros.run.deployment import GraphOptions
@@ -87,9 +96,13 @@ def subjects(export: ImageExport) -> dict[str, Callable]:
 
     def leapp_graph(namespace: str):
         plan = make_plan(spec, namespace=namespace)
-        return running_graph(plan_processes(plan, GraphOptions(log_level="info")))
+        processes = plan_processes(plan, GraphOptions(deployment, log_level="info"))
+        return running_graph(timed_processes(processes))
 
-    return {LEAPP: leapp_graph, HAND: lambda ns: hand_written_pair(export.spec_path, ns)}
+    return {
+        leapp_label(deployment.description): leapp_graph,
+        HAND: lambda ns: hand_written_pair(export.spec_path, ns),
+    }
 
 
 @contextlib.contextmanager
@@ -118,42 +131,13 @@ def checked_client(export: ImageExport, start: Callable, label: str) -> Iterator
             client.close()
 
 
-def model_calls(export: ImageExport, count: int) -> ModelCalls:
-    """The encoder's and the policy's call per image, made as the hand-written nodes make them,
-    ``count`` times at the frame rate: medians of this thread's CPU time and of wall time."""
-    import numpy as np
-    import onnxruntime
-    import torch
-
-    directory = export.spec_path.parent
-    torch.set_num_threads(1)
-    policy = torch.jit.load(str(directory / "policy.pt")).eval()
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    session = onnxruntime.InferenceSession(
-        str(directory / "encoder.onnx"), options, providers=["CPUExecutionProvider"]
-    )
-    name = session.get_inputs()[0].name
-    pixels, position, velocity = inputs(export.frame)
-    cpu, wall = [], []
-    for _ in range(count):
-        time.sleep(1 / IMAGE_HZ)
-        began_cpu, began = time.thread_time_ns(), time.perf_counter_ns()
-        latent = session.run(None, {name: pixels})[0]
-        with torch.no_grad():
-            policy(*(torch.from_numpy(a) for a in (latent, position, velocity))).numpy()
-        cpu.append((time.thread_time_ns() - began_cpu) / 1000)
-        wall.append((time.perf_counter_ns() - began) / 1000)
-    np.asarray(latent)
-    return ModelCalls(statistics.median(cpu), statistics.median(wall))
-
-
-def measure(export: ImageExport, rounds: int, seconds: float) -> dict[str, Result]:
-    """Both graphs alive, ``rounds`` windows each, alternating (the order turns each round)."""
+def measure(export: ImageExport, deployment: Any, rounds: int, seconds: float) -> dict:
+    """Both graphs alive (leapp's in ``deployment``), ``rounds`` windows each, alternating (the
+    order turns each round); each graph's :class:`Result` by its label."""
     with contextlib.ExitStack() as stack:
         clients = {
             label: stack.enter_context(checked_client(export, start, label))
-            for label, start in subjects(export).items()
+            for label, start in subjects(export, deployment).items()
         }
         labels = list(clients)
         windows: dict[str, list] = {label: [] for label in labels}
@@ -167,17 +151,20 @@ def measure(export: ImageExport, rounds: int, seconds: float) -> dict[str, Resul
 
 def result_of(windows: list, quiet: list) -> Result:
     """A graph's :class:`Result` from its windows with frames and without (joint states
-    only)."""
-    answered = sum(len(window.latencies) for window in windows)
-    cpu_s = sum(window.cpu_s for window in windows)
-    joint_rate = sum(w.cpu_s for w in quiet) / sum(w.seconds for w in quiet)  # CPU s per s
-    joint_s = joint_rate * sum(window.seconds for window in windows)
+    only): medians over the windows (see bench/image_report.py)."""
+    joint_rate = statistics.median(w.cpu_s / w.seconds for w in quiet)  # CPU s per s
+    answered = [w for w in windows if w.latencies]
+    per_image = [w.cpu_s / len(w.latencies) * 1e6 for w in answered]
+    beyond = [(w.cpu_s - joint_rate * w.seconds) / len(w.latencies) * 1e6 for w in answered]
+    model = [w.model_s / len(w.latencies) * 1e6 for w in answered]
     return Result(
         tuple(latency for window in windows for latency in window.latencies),
         sum(window.lost for window in windows),
-        cpu_s / max(answered, 1) * 1e6,
+        statistics.median(per_image),
         joint_rate * 1e6,
-        (cpu_s - joint_s) / max(answered, 1) * 1e6,
+        statistics.median(beyond),
+        statistics.median(model),
+        statistics.median(b - m for b, m in zip(beyond, model, strict=True)),
     )
 
 
@@ -187,22 +174,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--frames", default="depth,rgb", help="of: " + ", ".join(FRAMES))
     parser.add_argument("--rounds", type=int, default=6, help="windows per graph")
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each window")
+    parser.add_argument(
+        "--deployment",
+        default="processes",
+        choices=["processes", "composed", "fused"],
+        help="how leapp's graph runs (default: one process per node)",
+    )
     args = parser.parse_args(argv)
     names = args.frames.split(",")
     unknown = [name for name in names if name not in FRAMES]
     if unknown:
         parser.error(f"--frames: no frame {unknown}; frames are {', '.join(FRAMES)}")
+    from leapp_ros.run.deployment import Deployment
+
     use_own_domain()
     load_before = os.getloadavg()
     frames = {}
     with tempfile.TemporaryDirectory() as folder, frame_transport(Path(folder)):
+        clocks = Path(folder) / "model_clock"
+        clocks.mkdir()
+        os.environ[FOLDER] = str(clocks)  # the graphs' processes count their model calls there
         for name in names:
             frame = FRAMES[name]
             export = export_image_pipeline(Path(folder), frame)
-            results = measure(export, args.rounds, args.seconds)
-            model = model_calls(export, max(10, int(args.seconds * IMAGE_HZ)))
+            results = measure(export, Deployment.parse(args.deployment), args.rounds, args.seconds)
             title = f"{frame.width}x{frame.height} {frame.encoding} ({name})"
-            frames[title] = (results, model)
+            frames[title] = results
     load = " / ".join(
         f"{a:.1f}-{b:.1f}" for a, b in zip(load_before, os.getloadavg(), strict=True)
     )

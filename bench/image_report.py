@@ -1,22 +1,25 @@
 """What bench/image_latency.py measures per camera frame, its verdicts, and how it prints them.
 
-Per frame (480x640 ``32FC1`` depth, 1280x720 ``rgb8``), leapp's camera graph (one process per
-node) against the typed hand-written node pair (bench/image_nodes.py), from one run, by ratios
-only:
+Per frame (480x640 ``32FC1`` depth, 1280x720 ``rgb8``), leapp's camera graph (one process
+per node, composed or fused) against the
+typed hand-written node pair (bench/image_nodes.py), from one run, by ratios only. Each graph
+is driven in several windows with frames (alternating with the other graph's) and windows of
+joint states alone; its figures are medians over its windows, so that one window disturbed by
+the machine's other work moves none of them:
 
 - per image outside the model calls: what a frame costs beyond the joint states (CPU per image
-  less the joint states' CPU over the same time, measured in windows without frames) less the
-  model calls' CPU: the receive, decode, hand-over to the model, the latent's hop and the
-  command's publish, with the middleware's threads: <= :data:`OUTSIDE_LIMIT` x the
-  hand-written pair's;
+  less the joint states' CPU over the same time, measured in the windows without frames) less
+  the CPU time of the model calls, which each process of the graph measures around exactly
+  its model calls with its thread's CPU clock in the same window (bench/model_clock.py): the
+  receive, decode, hand-over to the model, the latent's hop and the command's publish, with
+  the middleware's threads: <= :data:`OUTSIDE_LIMIT` x the hand-written pair's;
 - end-to-end latency (median, from the frame's publish to the command) below the hand-written
   pair's;
 - CPU per image (everything the graph's processes spent, the joint states' share included)
   below the hand-written pair's.
 
-The model calls (the encoder's ONNX and the policy's TorchScript call, as the hand-written
-nodes make them, at the frame rate in this process) are printed apart, with their share of
-each graph's CPU per image.
+The model calls (the encoder's ONNX and the policy's TorchScript call) are printed apart per
+graph, with their share of its CPU per image.
 """
 
 from __future__ import annotations
@@ -24,22 +27,33 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-LEAPP = "leapp, one process per node"
+LEAPP = "leapp, one process per node"  # leapp's graph as bench/image_latency.py runs it by default
 HAND = "hand-written typed pair"
+
+
+def leapp_label(deployment: str) -> str:
+    """The row of leapp's graph in ``deployment`` (:class:`leapp_ros.run.deployment.Deployment`'s
+    description: ``one process per node``, ``composed``, ``fused``)."""
+    return f"leapp, {deployment}"
+
+
 OUTSIDE_LIMIT = 0.5
 
 
 @dataclass(frozen=True)
 class Result:
     """One graph's figures for one frame: latencies (us) of the answered frames, frames lost,
-    CPU per image (us) over all its windows, the joint states' CPU alone (us per second), and
-    the CPU per image beyond the joint states' (us)."""
+    and medians over its windows: CPU per image (us), the joint states' CPU alone (us per
+    second), the CPU per image beyond the joint states' (us), the model calls' CPU per image
+    (us) and what is left outside them (us)."""
 
     latencies: tuple[float, ...]
     lost: int
     cpu_us: float
     joints_us_per_s: float
     image_us: float
+    model_us: float
+    outside_us: float
 
     @property
     def median(self) -> float:
@@ -49,14 +63,6 @@ class Result:
     def p99(self) -> float:
         ordered = sorted(self.latencies)
         return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-
-
-@dataclass(frozen=True)
-class ModelCalls:
-    """The model calls per image, in microseconds: CPU (this thread's) and wall time."""
-
-    cpu_us: float
-    wall_us: float
 
 
 @dataclass(frozen=True)
@@ -70,14 +76,9 @@ class Verdict:
         return "PASS" if self.passed else "FAIL"
 
 
-def outside_us(result: Result, model: ModelCalls) -> float:
-    """CPU per image beyond the joint states' outside the model calls."""
-    return result.image_us - model.cpu_us
-
-
-def judge(leapp: Result, hand: Result, model: ModelCalls) -> tuple[Verdict, ...]:
+def judge(leapp: Result, hand: Result) -> tuple[Verdict, ...]:
     """The three verdicts of one frame (see the module documentation)."""
-    ours, theirs = outside_us(leapp, model), outside_us(hand, model)
+    ours, theirs = leapp.outside_us, hand.outside_us
     outside = ours / theirs if theirs > 0 else float("inf")
     latency, cpu = leapp.median / hand.median, leapp.cpu_us / hand.cpu_us
     return (
@@ -100,41 +101,39 @@ def judge(leapp: Result, hand: Result, model: ModelCalls) -> tuple[Verdict, ...]
     )
 
 
-def report_frame(name: str, results: dict[str, Result], model: ModelCalls) -> list[Verdict]:
+def report_frame(name: str, results: dict[str, Result]) -> list[Verdict]:
     """Print one frame's figures and verdicts; the verdicts."""
     print(f"  {name}")
     print(
-        f"    model calls (encoder ONNX + policy TorchScript, this process, at the frame "
-        f"rate): CPU {model.cpu_us:.0f} us, wall {model.wall_us:.0f} us per image"
-    )
-    print(
         f"    {'graph':<30}{'median':>9}{'p99':>9}{'lost':>5}{'CPU/image':>11}"
-        f"{'joints/s':>10}{'image':>9}{'model share':>12}{'outside':>9}"
+        f"{'joints/s':>10}{'image':>9}{'model':>9}{'model share':>12}{'outside':>9}"
     )
-    for label in (HAND, LEAPP):
+    (leapp,) = (label for label in results if label != HAND)
+    for label in (HAND, leapp):
         result = results[label]
-        share = model.cpu_us / result.cpu_us
+        share = result.model_us / result.cpu_us if result.cpu_us > 0 else 0.0
         print(
             f"    {label:<30}{result.median:7.0f}us{result.p99:7.0f}us{result.lost:>5}"
             f"{result.cpu_us:9.0f}us{result.joints_us_per_s:8.0f}us{result.image_us:7.0f}us"
-            f"{100 * share:11.0f}%{outside_us(result, model):7.0f}us"
+            f"{result.model_us:7.0f}us{100 * share:11.0f}%{result.outside_us:7.0f}us"
         )
     print(
-        "    (CPU/image: all of the graph's processes per answered frame; joints/s: the joint "
-        "states alone, CPU per second; image: CPU/image beyond the joint states; outside: "
-        "image less the model calls)"
+        "    (medians over the graph's windows. CPU/image: all of the graph's processes per "
+        "answered frame; joints/s: the joint states alone, CPU per second; image: CPU/image "
+        "beyond the joint states; model: the model calls' CPU per image, timed in the graph's "
+        "processes; outside: image less model)"
     )
-    verdicts = list(judge(results[LEAPP], results[HAND], model))
+    verdicts = list(judge(results[leapp], results[HAND]))
     for verdict in verdicts:
         print(f"      {verdict.rule:<8} {verdict.figures:<72} {verdict.word}")
     return verdicts
 
 
-def report(frames: dict[str, tuple[dict[str, Result], ModelCalls]], load: str) -> None:
+def report(frames: dict[str, dict[str, Result]], load: str) -> None:
     """Every frame's figures and verdicts, then the count."""
     print(f"camera pipeline over ROS 2 (localhost); all figures: this run; load: {load}")
     verdicts = []
-    for name, (results, model) in frames.items():
-        verdicts += report_frame(name, results, model)
+    for name, results in frames.items():
+        verdicts += report_frame(name, results)
     passed = sum(verdict.passed for verdict in verdicts)
     print(f"  {passed} of {len(verdicts)} verdicts PASS")

@@ -53,7 +53,7 @@ RAW_RMWS = frozenset(
 )
 
 _add = np.add.reduce
-_SUMMED = 4096  # elements up to which nonfinite sums first (larger: isfinite is faster)
+_SUMMED = 4096  # elements up to which nonfinite sums first (larger: min and max are faster)
 _LISTED = 64  # elements up to which the sum is Python's, of the values as floats
 
 
@@ -213,7 +213,10 @@ def nonfinite(values: Sequence[Any], positions: Sequence[int]) -> list[int]:
     only a sum that is not finite (a NaN or infinity, or finite values overflowing) is checked
     element by element. Up to ``_LISTED`` elements Python sums them (as floats, from
     ``tolist``): about a third of what NumPy's reduction costs, in a loop and, more so, in a
-    node's tick after the CPU idled (the reduction's code is cold then).
+    node's tick after the CPU idled (the reduction's code is cold then). A larger array (a
+    camera frame) is checked by its minimum and maximum (NaN propagates to both, an infinity
+    is one of them): two vectorized passes that write nothing, where ``isfinite`` writes a
+    boolean array as large as a frame's pixels and ``all`` reads it again.
     """
     bad = []
     for position in positions:
@@ -231,8 +234,11 @@ def nonfinite(values: Sequence[Any], positions: Sequence[int]) -> list[int]:
         if size <= _LISTED:
             if isfinite(sum(value.tolist() if value.ndim == 1 else value.reshape(-1).tolist())):
                 continue
-        elif size <= _SUMMED and isfinite(_add(value, axis=None)):
-            continue
+        elif size <= _SUMMED:
+            if isfinite(_add(value, axis=None)):
+                continue
+        elif isfinite(value.min()) and isfinite(value.max()):
+            continue  # a NaN makes both NaN, an infinity is one of them
         if not np.isfinite(value).all():
             bad.append(position)
     return bad

@@ -28,10 +28,11 @@ from leapp.spec import Spec
 from leapp_ros.messages.multiarray import MessageError
 from leapp_ros.messages.topic_io import TopicReader, float_ports, nonfinite
 from leapp_ros.node.domain_guard import InputGuard
+from leapp_ros.node.frame_memory import FRAME_BYTES, frame_bytes, keep_frame_buffers
 from leapp_ros.node.input_sets import InputSets
 from leapp_ros.node.rate_limited_log import one_line
 from leapp_ros.node.safety import OutputGuard
-from leapp_ros.node.stamp_sync import StampSync
+from leapp_ros.node.stamp_sync import FRAME_TYPES, StampSync, synced_callback, take_set
 from leapp_ros.plan.domain import InputBounds
 from leapp_ros.plan.initial_values import initial_values
 from leapp_ros.plan.limits import OutputLimits
@@ -113,6 +114,8 @@ class NodeData:
         """
         from leapp_ros.node.model import load_node_model
 
+        if frame_bytes(port for port in node.inputs if port.topic) >= FRAME_BYTES:
+            keep_frame_buffers()  # a camera frame's buffers: reused, not faulted in anew
         guard = OutputGuard.of_node(node, limits or {}, rate_hz)
         model = load_node_model(spec, node.name)
         initial = initial_values(plan.initial_values, node)
@@ -178,6 +181,8 @@ class NodeData:
         sync: StampSync | None = None,
         partners: Callable[[frozenset[Hashable]], None] | None = None,
         tick_of: Callable[[Any], int | None] | None = None,
+        stamp_of: Callable[[Any], int | None] | None = None,
+        stamped: bool = False,
     ) -> Callable[[Any], None]:
         """What the subscription of ``reader`` calls with each message.
 
@@ -199,18 +204,31 @@ class NodeData:
                 (:mod:`leapp_ros.node.partner_take`).
             tick_of: the tick a message carries (None for messages that carry none):
                 triggers carrying ticks form sets of one tick.
+            stamp_of: with ``sync``, a message's stamp (default ``reader.stamp_ns``, its header
+                stamp; a MultiArray's tick stands for it).
+            stamped: the ticks ``tick_of`` reads are camera frames' stamps: they go on as
+                the run's tick, but gathered by arrival they form no sets.
+
+        A camera frame's header stamp is kept as the set's (``sets.stamp``: the tick of a run
+        whose triggers carry none).
         """
         values, slots = self.values, list(zip(reader.indices, keys, strict=True))
         fire_keys = [key for key in keys if key in sets.triggers]
         origin = frozenset(fire_keys)
         decode = self._decoder(reader, read, warn, check_nonfinite)
+        frame = getattr(reader, "message_type", None) in FRAME_TYPES
+        sets.framed |= frame
         if sync is not None and fire_keys:
-            return self._synced_callback(reader, decode, slots, sets, sync, fire, skip)
+            stamp_of = stamp_of or reader.stamp_ns
+            return synced_callback(self, reader, decode, slots, sets, sync, fire, skip, stamp_of)
+        frame_stamp = reader.stamp_ns if frame else None
         drop_set = self._set_dropper(reader, sets, warn)
         monotonic = time.monotonic
         stamps, ticks, pending, rejected = sets.stamps, sets.ticks, sets.pending, sets.rejected
         # messages carrying ticks are queued by tick, unless this topic brings whole sets
-        partial = fire_keys and tick_of is not None and not sets.triggers <= origin
+        partial = fire_keys and tick_of is not None and not stamped and not sets.triggers <= origin
+        if stamped:
+            sets.stamp_keys.update(fire_keys)
         by_tick = sets.by_tick if partial else None
         data, mixed = self, self._mixed_warning(sets, warn)
 
@@ -236,6 +254,8 @@ class NodeData:
                 values[index] = value
                 stamps[key] = now
                 ticks[key] = tick
+            if frame_stamp is not None:
+                sets.stamp = frame_stamp(message)
             if not fire_keys:
                 return
             if tick is not None and by_tick is not None:
@@ -247,6 +267,7 @@ class NodeData:
                         sets.reset()
                         fire(now)
                         return
+            first = not pending.isdisjoint(fire_keys)  # the set's first message here
             pending.difference_update(fire_keys)
             if not pending:
                 if rejected:
@@ -257,7 +278,7 @@ class NodeData:
                     fire(now)
                 else:
                     mixed()
-            elif partners is not None:
+            elif partners is not None and first:  # (a newer one: the others were tried)
                 partners(origin)
 
         return on_message
@@ -327,40 +348,6 @@ class NodeData:
 
         return drop_set
 
-    def _synced_callback(
-        self,
-        reader: TopicReader,
-        decode: Callable[[Any], list[Any] | None],
-        slots: list[tuple[int, Hashable]],
-        sets: InputSets,
-        sync: StampSync,
-        fire: Callable[[float], None],
-        skip: Callable[[str], bool] | None,
-    ) -> Callable[[Any], None]:
-        """:meth:`input_callback` for a triggering topic gathered by stamp: a set fires once
-        one message of each triggering topic of one instant came; a rejected message spoils
-        the set of its stamp."""
-        data, key = self, id(reader)
-
-        def on_message(message: Any) -> None:
-            if skip is not None and skip(reader.resolved):
-                return
-            stamp = reader.stamp_ns(message)
-            decoded = decode(message)
-            if decoded is None:
-                if sync.reject(key, stamp):
-                    data.incomplete_sets += 1
-                return
-            now = time.monotonic()
-            entry = (data, slots, decoded, now)
-            matched = sync.add(key, stamp if stamp is not None else 0, entry)
-            if matched is None:
-                return
-            take_set(matched, sets, None)
-            fire(now)
-
-        return on_message
-
     def report_model_error(self, error: Exception, warn: Warn, logger: Any) -> None:
         """Count and log a run the model (or publishing its results) failed with ``error``."""
         self.errors += 1
@@ -380,15 +367,3 @@ class NodeData:
             f"node {self.name!r}: output(s) {ports} hold NaN or infinite values; nothing "
             "was published (on_nonfinite: drop)",
         )
-
-
-def take_set(matched: Mapping[Hashable, Any], sets: InputSets, tick: int | None) -> None:
-    """Make the members of a set gathered by stamp or tick (``(data path, slots, values,
-    arrival)`` per topic) the current values, arrival times and ticks of their inputs."""
-    stamps, ticks = sets.stamps, sets.ticks
-    for data, slots, values, arrived in matched.values():
-        current = data.values
-        for (index, key), value in zip(slots, values, strict=True):
-            current[index] = value
-            stamps[key] = arrived
-            ticks[key] = tick

@@ -29,6 +29,16 @@ fires: the node waits for the partner of a tick (and says so in its log, at most
 second). Ticks of newest-value inputs are not compared: a newest value is used whatever its
 instant. The tick of a run (:meth:`InputSets.tick`) goes out on every MultiArray output, so
 the nodes after it join only values of one instant too.
+
+**Frames.** A camera frame (``sensor_msgs/Image``, ``PointCloud2``) says when it was taken in
+its header stamp. A node fed by frames keeps the stamp of the newest one it took
+(:attr:`InputSets.stamp`; gathered by stamp: the set's stamp) and, when its triggers carry no
+tick, that stamp is the tick of its run: an encoder's latent carries its frame's instant, so a
+node after it that gathers its triggers by stamp (``sync: exact | approximate``, the tick of a
+MultiArray standing for its stamp) joins the latent with the sensors of the frame's instant,
+however late the latent comes. Gathered by arrival, a frame's stamp carried as a tick goes on
+from node to node but never holds a set back (:attr:`InputSets.stamp_keys`: the stamps of two
+cameras differ): a node joins values of a frame's instant only when it gathers by stamp.
 """
 
 from __future__ import annotations
@@ -88,6 +98,9 @@ class InputSets:
         keys = [*triggers, *self.newest]
         self.stamps: dict[Key, float] = dict.fromkeys(keys, -float("inf"))  # arrival times
         self.ticks: dict[Key, int | None] = dict.fromkeys(keys)
+        self.framed = False  # a camera frame feeds the node: its stamp is the runs' tick
+        self.stamp: int | None = None  # the header stamp of its newest frame (or set)
+        self.stamp_keys: set[Key] = set()  # triggers whose ticks are frames' stamps
         # ticked messages by trigger: one branch of a graph may run this many messages ahead
         self.by_tick = StampSync("exact", topics=list(triggers), depth=TICK_DEPTH)
 
@@ -112,23 +125,24 @@ class InputSets:
 
     def one_tick(self) -> bool:
         """Whether the triggers' values carry at most one tick (a set of one instant)."""
-        ticks = self.ticks
+        ticks, stamp_keys = self.ticks, self.stamp_keys
         found = None
         for key in self.triggers:
             tick = ticks[key]
-            if tick is not None:
+            if tick is not None and key not in stamp_keys:
                 if found is not None and tick != found:
                     return False
                 found = tick
         return True
 
     def tick(self) -> int | None:
-        """The tick of the set the node runs on: the one its triggers carry (None: none)."""
+        """The tick of the set the node runs on: the one its triggers carry, else the header
+        stamp of its frame (None: none)."""
         ticks = self.ticks
         for key in self.triggers:
             if ticks[key] is not None:
                 return ticks[key]
-        return None
+        return self.stamp
 
     def mixed_ticks(self) -> dict[Key, int]:
         """The triggers' ticks, for a message saying that they differ."""

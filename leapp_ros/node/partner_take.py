@@ -8,13 +8,19 @@ callback runs, the other messages of the set have usually arrived too (a sender 
 them back to back, and a wake-up takes longer than that), and each extra trip through the
 executor costs its bookkeeping and a cold Python frame.
 
-:class:`PartnerTake` lets the first callback finish the set itself: once a message left the
-set incomplete, it takes the message waiting on each subscription the set still needs
+:class:`PartnerTake` lets the first callback finish the set itself: once a topic's first
+message of the set left it incomplete, it takes the message waiting on each subscription the
+set still needs
 (``take_message`` on the subscription's handle, as the executor would) and hands it to that
 subscription's own callback, which decodes, checks, counts and fires exactly as when the
 executor calls it. A subscription with nothing waiting is left alone; its message is handled
 by the executor when it comes. The executor's own event for a message taken here then finds
 the subscription empty and calls nothing (rclpy's executors skip a take that returns none).
+
+A newer message of a topic whose message of the set came already (joint states at 500 Hz
+while the set waits for a camera's latent) takes nothing: the other subscriptions were tried
+when the topic's first message came, and what arrived on them since is the executor's to hand
+over, in order (a take per joint state would cost more than the wake it saves).
 
 What changes is only *when* a waiting message is handled: right after its partner instead of
 after the executor's next trip. Each topic's messages are still handled in order, each by the

@@ -51,8 +51,8 @@ from leapp_ros.node.managed_node import ManagedNode
 from leapp_ros.node.match_count import MatchCount
 from leapp_ros.node.measured_position import subscribe_measured
 from leapp_ros.node.output_topics import OutputTopics
-from leapp_ros.node.partner_take import PartnerTake, partner_take
-from leapp_ros.node.stamp_sync import StampSync, gather_by_stamp, stamp_sync
+from leapp_ros.node.partner_take import partner_take
+from leapp_ros.node.stamp_sync import framed_nodes, from_framed, gather_by_stamp, stamp_sync
 from leapp_ros.node.target_player import TargetPlayers, output_writers
 from leapp_ros.plan.domain import declare_input_bounds
 from leapp_ros.plan.firing_settings import firing_rule
@@ -198,9 +198,13 @@ class PipelineNode(ManagedNode):
         sync = stamp_sync(self.firing)
         partners = partner_take(self.firing, self._sets, sync)
         self._input_counts: list[tuple[str, MatchCount]] = []
+        framed = framed_nodes(self._pipeline_plan)
         for reader in self._readers:
-            if sync is not None:
-                gather_by_stamp(sync, self.pipeline_node, reader, self.plan.inputs, self._triggers)
+            gathered = sync is not None and gather_by_stamp(
+                sync, self.pipeline_node, reader, self.plan.inputs, self._triggers, framed
+            )
+            by_tick = gathered and not reader.stamped  # a MultiArray: its tick is its stamp
+            stamped = from_framed(self.plan.inputs, reader.indices, framed)
             read = reader.read_raw if self._raw else reader.read
             callback = self._input_callback(
                 self._data,
@@ -211,6 +215,8 @@ class PipelineNode(ManagedNode):
                 sync=sync,
                 partners=partners,
                 tick_of=reader.tick if reader.ticked else None,
+                stamp_of=reader.tick if by_tick else None,
+                stamped=stamped,
             )
             matched = MatchCount()
             subscription = self.create_subscription(
@@ -233,7 +239,10 @@ class PipelineNode(ManagedNode):
                     reader,
                     lambda item, n=count: [item[0]] * n,  # (value, tick) from the bus
                     reader.indices,
+                    sync=sync if gathered else None,
                     tick_of=handed_tick,
+                    stamp_of=handed_tick if gathered else None,
+                    stamped=stamped,
                 )
                 self._bus_exits.append(self._bus.subscribe(reader.resolved, deliver))
         self._outputs = OutputTopics(self, self._writers, overrides=overrides, bus=self._bus)
@@ -274,15 +283,12 @@ class PipelineNode(ManagedNode):
         read: Callable[[Any], list[Any]],
         keys: Sequence[Any],
         skip: Callable[[str], bool] | None = None,
-        *,
-        sync: StampSync | None = None,
-        partners: PartnerTake | None = None,
-        tick_of: Callable[[Any], int | None] | None = None,
+        **options: Any,
     ) -> Callable[[Any], None]:
         """What a subscription (or the bus) calls with each message for ``data``'s ports
-        ``reader.indices``, keyed ``keys`` in this node's input sets (or gathered by
-        ``sync``); ``partners`` completes a set from the other subscriptions, ``tick_of``
-        reads a message's tick."""
+        ``reader.indices``, keyed ``keys`` in this node's input sets; ``options`` (``sync``,
+        ``partners``, ``tick_of``, ``stamp_of``, ``stamped``): see
+        :meth:`NodeData.input_callback`."""
         return data.input_callback(
             reader,
             read,
@@ -292,9 +298,7 @@ class PipelineNode(ManagedNode):
             warn=self._warn,
             check_nonfinite=not self._publish_nonfinite,
             skip=skip,
-            sync=sync,
-            partners=partners,
-            tick_of=tick_of,
+            **options,
         )
 
     def _fire_on_inputs(self, now: float) -> None:

@@ -2,8 +2,10 @@
 
 With ``sync: arrival`` (the default, and the only rule for messages without a header) a node
 fires once every triggering topic brought a new message. Robot messages carry the time they
-were measured (``header.stamp``: JointState, Imu, TwistStamped, PoseStamped), so a node can
-instead fire on the messages *of one instant*, however the middleware interleaved them:
+were measured (``header.stamp``: JointState, Imu, TwistStamped, PoseStamped, Odometry, Image,
+PointCloud2), so a node can instead fire on the messages *of one instant*, however the
+middleware interleaved them (the MultiArray of a node fed by a camera frame carries the frame's
+stamp as its tick, which stands for its stamp here: :func:`framed_nodes`):
 
 - ``exact``: one message per triggering topic, all with the same stamp;
 - ``approximate``: one message per topic, the stamps within ``sync_slop_ms`` of each other
@@ -22,16 +24,28 @@ still to come are dropped on arrival, and the set counts once as incomplete.
 
 from __future__ import annotations
 
+import time
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
+from leapp_ros.plan.bindings import IMAGE, POINT_CLOUD2
 from leapp_ros.plan.pipeline import Firing, InputPlan
 from leapp_ros.plan.settings import StartupError
 
-__all__ = ["StampSync", "gather_by_stamp", "stamp_sync"]
+__all__ = [
+    "FRAME_TYPES",
+    "StampSync",
+    "framed_nodes",
+    "from_framed",
+    "gather_by_stamp",
+    "stamp_sync",
+    "synced_callback",
+    "take_set",
+]
 
 _DEPTH = 8  # messages kept per topic while waiting for their partners
+FRAME_TYPES = (IMAGE, POINT_CLOUD2)  # camera frames: their stamp is the tick of a node's runs
 
 
 def stamp_sync(firing: Firing) -> StampSync | None:
@@ -42,30 +56,67 @@ def stamp_sync(firing: Firing) -> StampSync | None:
 
 
 def gather_by_stamp(
-    sync: StampSync, node: str, reader: Any, ports: Sequence[InputPlan], triggering: Any
+    sync: StampSync,
+    node: str,
+    reader: Any,
+    ports: Sequence[InputPlan],
+    triggering: Any,
+    framed: frozenset[str] = frozenset(),
 ) -> bool:
     """Add ``reader``'s topic to ``sync`` when it feeds an input of ``ports`` whose index is
-    in ``triggering`` (True then).
+    in ``triggering`` (True then). A stamped robot message is gathered by its header stamp, a
+    MultiArray from a pipeline node of ``framed`` (:func:`framed_nodes`) by its tick, the
+    stamp of the camera frame it was computed from.
 
     Raises:
-        StartupError: that topic carries no header stamp, or it comes from another pipeline
-            node: such inputs can only be gathered by arrival.
+        StartupError: that topic carries no header stamp, nor a frame's stamp as its tick:
+            such inputs can only be gathered by arrival.
     """
     fed = [ports[i] for i in reader.indices if i in triggering]
     if not fed:
         return False
     names = [port.port for port in fed]
-    if any(port.kind != "external" for port in fed) or not hasattr(
-        reader.message_class(), "header"
+    stamped = hasattr(reader.message_class(), "header")
+    if not all(
+        (port.kind == "external" and stamped) or from_framed([port], [0], framed) for port in fed
     ):
         raise StartupError(
             f"node {node!r}: sync {sync.mode!r} matches inputs by header stamp, but input(s) "
             f"{names} on {reader.topic} come as {reader.message_type or 'a MultiArray'}, "
-            "which has none (or from another pipeline node); stamped inputs are JointState, "
-            "Imu, TwistStamped and PoseStamped: use sync: arrival for this node"
+            "which has none (or from a pipeline node that no camera frame feeds); stamped "
+            "inputs are JointState, Imu, TwistStamped, PoseStamped, Odometry, Image and "
+            "PointCloud2, and the outputs of a node fed by an Image or PointCloud2: use "
+            "sync: arrival for this node"
         )
     sync.add_topic(id(reader))
     return True
+
+
+def from_framed(ports: Sequence[InputPlan], indices: Sequence[int], framed: Any) -> bool:
+    """Whether the inputs ``indices`` of ``ports`` all come from pipeline nodes of ``framed``
+    (their ticks are camera frames' stamps)."""
+    return all(
+        ports[i].kind == "data_flow" and (ports[i].source or "").split("/", 1)[0] in framed
+        for i in indices
+    )
+
+
+def framed_nodes(plan: Any) -> frozenset[str]:
+    """The nodes of the pipeline ``plan`` whose runs carry a camera frame's header stamp as
+    their tick (:mod:`leapp_ros.node.input_sets`): fed by a frame, or by such a node."""
+    framed: set[str] = set()
+    grown = True
+    while grown:
+        grown = False
+        for node in plan.nodes:
+            if node.name not in framed and any(
+                (port.topic is not None and port.message_type in FRAME_TYPES)
+                or from_framed([port], [0], framed)
+                for port in node.inputs
+            ):
+                framed.add(node.name)
+                grown = True
+    return frozenset(framed)
 
 
 class StampSync:
@@ -160,3 +211,56 @@ class StampSync:
             if other != topic
             for spoilt in stamps
         )
+
+
+def synced_callback(
+    data: Any,
+    reader: Any,
+    decode: Callable[[Any], list[Any] | None],
+    slots: list[tuple[int, Hashable]],
+    sets: Any,
+    sync: StampSync,
+    fire: Callable[[float], None],
+    skip: Callable[[str], bool] | None,
+    stamp_of: Callable[[Any], int | None],
+) -> Callable[[Any], None]:
+    """What the subscription of a triggering topic gathered by stamp (``stamp_of``) calls
+    with each message, for the data path ``data``
+    (:meth:`leapp_ros.node.data_path.NodeData.input_callback`): a set fires once one message
+    of each triggering topic of one instant came; a rejected message spoils the set of its
+    stamp."""
+    key = id(reader)
+
+    def on_message(message: Any) -> None:
+        if skip is not None and skip(reader.resolved):
+            return
+        stamp = stamp_of(message)
+        decoded = decode(message)
+        if decoded is None:
+            if sync.reject(key, stamp):
+                data.incomplete_sets += 1
+            return
+        now = time.monotonic()
+        entry = (data, slots, decoded, now)
+        matched = sync.add(key, stamp if stamp is not None else 0, entry)
+        if matched is None:
+            return
+        take_set(matched, sets, None)
+        if sets.framed:
+            sets.stamp = stamp  # the set's instant (approximate: its newest message's)
+        fire(now)
+
+    return on_message
+
+
+def take_set(matched: Mapping[Hashable, Any], sets: Any, tick: int | None) -> None:
+    """Make the members of a set gathered by stamp or tick (``(data path, slots, values,
+    arrival)`` per topic) the current values, arrival times and ticks of their inputs
+    (``sets``: the node's :class:`~leapp_ros.node.input_sets.InputSets`)."""
+    stamps, ticks = sets.stamps, sets.ticks
+    for data, slots, values, arrived in matched.values():
+        current = data.values
+        for (index, key), value in zip(slots, values, strict=True):
+            current[index] = value
+            stamps[key] = arrived
+            ticks[key] = tick

@@ -297,6 +297,8 @@ def test_nonfinite_finds_nan_and_inf_in_float_ports_only():
         (np.zeros((0, 3), np.float32), False),
         (np.where(np.arange(10_000) == 9_999, np.nan, 1.0).astype(np.float32), True),  # large
         (np.full(10_000, 3e38, np.float32), False),
+        (np.where(np.arange(10_000) == 3, -np.inf, 1.0).astype(np.float32), True),  # its min
+        (np.where(np.arange(10_000) == 7, np.inf, -1.0).astype(np.float32), True),  # its max
         (torch.tensor([[1.0, 2.0], [float("nan"), 0.0]]), True),
         (np.float64([1e308, 1e308]), False),  # Python's float sum overflows too
         (np.float32([[1.0, np.nan, 2.0], [3.0, 4.0, 5.0]]).T, True),  # not contiguous

@@ -6,11 +6,10 @@ Each tick the loop takes the simulator's messages of one physics state
 (:class:`~leapp_ros.sim.mujoco_robot.SimulatedRobot`: the JointState of the two slide joints,
 the rover's Odometry and the front camera's ``32FC1`` depth frame), publishes them (the frame
 replaced by one of zeros while the camera is ``covered``, left out while it is ``stopped``),
-and hands the newest command to the rover's PD servos for one control tick. On the first
-tick with a frame after ticks the policy did not run on, it sends the JointState and Odometry
-first and waits until the nodes took them (their status records count them) before the
-frame: the policy holds the last fault tick's as new, and would pair the first latent with
-them if it came first (the policy fires on arrival, and a latent carries no stamp). The eager
+and hands the newest command to the rover's PD servos for one control tick. The nodes gather
+their inputs by stamp (``sync: exact``, :func:`params_document`): the first latent after a gap
+carries its frame's stamp and joins the JointState and Odometry of that stamp, whatever order
+the messages of the tick arrive in. The eager
 reference decodes the same bytes with rclpy and NumPy and runs the traced functions
 (``encode``, ``act``) outside a session, carrying the GRU's hidden state from command to
 command: a tick the graph must not answer (the encoder's latent is NaN, or there is no frame)
@@ -53,14 +52,15 @@ FAULT_TICKS = 100  # the most ticks a fault waits for its holds
 def params_document() -> dict[str, Any]:
     """The nodes' parameters, the file the perception page shows
     (``docs/snippets/rover_watchdog.yaml``): a watchdog of :data:`TIMEOUT_S`, ``rate_hz`` of
-    one control tick, and the hold as the targets' safe action."""
+    one control tick, the hold as the targets' safe action, and sets gathered by stamp."""
     document = yaml.safe_load(WATCHDOG_FILE.read_text(encoding="utf-8"))
     given = document["/**"]["ros__parameters"]
-    expected = (TIMEOUT_S * 1000, 1 / TICK_S, "hold")
+    expected = (TIMEOUT_S * 1000, 1 / TICK_S, "hold", "exact")
     written = (
         given["input_timeout_ms"],
         given["rate_hz"],
         given["ports"]["targets"]["safe_action"],
+        given["sync"],
     )
     assert written == expected, f"{WATCHDOG_FILE}: {written}, the loop expects {expected}"
     return document
@@ -101,7 +101,6 @@ class RoverLoop:
         self.last_command_at: float | None = None
         self.positions: list[tuple[float, float]] = []
         self.faults: list[Fault] = []
-        self.unanswered = False  # the last tick sent sensors the policy did not run on
 
     # --- the eager reference ---------------------------------------------------------------
 
@@ -188,15 +187,7 @@ class RoverLoop:
         messages = self._messages(camera)
         expected = self._expected(messages)
         self.frames += self.depth_topic in messages
-        if self.unanswered and expected is not None:
-            # The policy still holds the JointState and Odometry of the last tick without a
-            # latent as new: it must take this tick's before the latent comes.
-            self.graph.publish({t: m for t, m in messages.items() if t != self.depth_topic})
-            self.graph.wait_received(timeout_s=ANSWER_S)
-            self.graph.publish({self.depth_topic: messages[self.depth_topic]})
-        else:
-            self.graph.publish(messages)
-        self.unanswered = expected is None
+        self.graph.publish(messages)
         kinds: list[str] = []
         deadline = time.monotonic() + (ANSWER_S if expected is not None else TICK_S)
         while time.monotonic() < deadline:
