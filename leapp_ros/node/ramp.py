@@ -6,7 +6,8 @@ guard release, a policy switch: :meth:`PortRamp.begin`), the port's next command
 *start* to the policy's target. The start is taken at the blend's first command: the measured
 position (``blend_from``: the newest message of that input, element by element by name) when
 one has come, else the last value the port published (a command or the safe action); with
-neither the blend is skipped (the policy's target goes out at once).
+neither the blend is skipped (the policy's target goes out at once). A policy switch starts
+from the last value published whatever ``blend_from`` says: the command goes on from there.
 
 The weight counts the node's own commands, not time: ``N = ceil(blend_s * rate_hz)`` (the
 node's rate, ``rate_hz`` or ``pipeline.configs.frequency``), and the ``k``-th command of the
@@ -44,27 +45,40 @@ class PortRamp:
             once the node subscribed to ``blend_from``).
     """
 
-    __slots__ = ("commands", "done", "from_", "measured", "pending", "shape", "start")
+    __slots__ = (
+        "commands",
+        "done",
+        "from_",
+        "from_last",
+        "measured",
+        "pending",
+        "shape",
+        "start",
+    )
 
     def __init__(self, commands: int, shape: tuple[int, ...], measured: Measured | None = None):
         self.commands = commands
         self.shape = shape
         self.measured = measured
         self.pending = False  # a blend starts at the next command
+        self.from_last = False  # the pending blend starts from the last value published
         self.start: np.ndarray | None = None  # the blend in progress starts here
         self.done = 0  # commands of the blend in progress published so far
         self.from_ = ""  # where the blend in progress started: "measured" or "last command"
 
-    def begin(self) -> None:
-        """Blend the next commands in (the start is taken at the first of them)."""
+    def begin(self, from_last: bool = False) -> None:
+        """Blend the next commands in (the start is taken at the first of them: with
+        ``from_last`` the last value published, else as the module documentation says)."""
         self.pending = True
+        self.from_last = from_last
 
     def blend(self, target: Any, last: np.ndarray | None) -> tuple[Any, bool]:
         """The command for the policy's ``target`` (``last``: the value the port published
         last, or None); whether a blend could not start for want of a start."""
         if self.pending:
             self.pending = False
-            start = self.measured() if self.measured is not None else None
+            measured = self.measured if not self.from_last else None
+            start = measured() if measured is not None else None
             self.from_ = "measured"
             if start is None:
                 start, self.from_ = last, "last command"
