@@ -17,7 +17,7 @@ set. The level says what happened since the last periodic report:
 
 A ramp-in in progress adds ``blending <port> <k>/<N> from <start>`` to the message (and the
 value ``blending``), whatever the level. A policy switch (:mod:`leapp_ros.node.policy_switch`)
-adds what it is doing (``loading``, ``on probation k/N after taking over at run R``,
+adds what it is doing (``loading``, ``warm``, ``on probation k/N after taking over at run R``,
 ``switched``; the value ``switch``); one that was rolled back is an ERROR and one that could
 not load a WARN, until the next request.
 
@@ -159,7 +159,7 @@ def _level(record: Mapping[str, Any], delta: Mapping[str, int]) -> tuple[bytes, 
         errors.append(_switch(record))
     elif switch.get("state") == "failed":
         warnings.append(_switch(record))
-    elif switch.get("state") in ("loading", "probation"):
+    elif switch.get("state") in ("loading", "ready", "probation"):
         blending.append(_switch(record))
     if errors:
         return ERROR, "; ".join(errors + warnings + blending)
@@ -184,6 +184,8 @@ def _switch(record: Mapping[str, Any]) -> str:
     state, export = switch["state"], switch["export"]
     if state == "loading":
         return f"policy switch: loading {export}"
+    if state == "ready":
+        return f"policy switch: {export} warm, takes over at the next run"
     first = (switch.get("first_run") or {}).get(record.get("node"))
     at = "" if first is None else f" (took over at run {first})"
     if state == "probation":

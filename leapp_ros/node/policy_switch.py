@@ -52,8 +52,9 @@ one tick. Lifecycle transitions go on as usual meanwhile: an inactive node takes
 first run after activation; a cleanup drops a switch in progress.
 
 Status (``switch`` in every status record, None before the first request): ``state``
-(``loading``, ``probation``, ``switched``, ``refused``, ``failed``: could not load,
-``rolled_back``, ``abandoned``: the node was cleaned up), ``request`` (requests so far),
+(``loading``, ``ready``: warm, takes over at the next run, ``probation``, ``switched``,
+``refused``, ``failed``: could not load, ``rolled_back``, ``abandoned``: the node was cleaned
+up), ``request`` (requests so far),
 ``export``, ``previous``, ``reason``, ``first_run`` / ``tick`` of the take-over, ``probation``
 (runs done, of how many).
 """
@@ -74,7 +75,7 @@ from leapp_ros.plan.switch_check import carried_states, switch_differences
 __all__ = ["DEFAULT_PROBATION_TICKS", "PolicySwitch"]
 
 DEFAULT_PROBATION_TICKS = 10
-_BUSY = ("loading", "probation")
+_BUSY = ("loading", "ready", "probation")
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,7 @@ class PolicySwitch:
             return
         if number == self._requests and self._record["state"] == "loading":
             self._spec = spec
+            self._set_record("ready")  # warm: takes over at the next run
             self.pending = loaded  # the executor thread takes it over at its next run
 
     # --- take-over and probation (executor thread) ------------------------------------------

@@ -52,11 +52,14 @@ JOINTS_ORDER = ("elbow", "wrist", "shoulder")
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
-    return {
+    found = {
         "A": export_arm_policy(tmp_path_factory.mktemp("a")),
         "B": export_arm_variant(tmp_path_factory.mktemp("b"), seed=11),
         "F": export_arm_variant(tmp_path_factory.mktemp("f"), seed=13, failing=True),
     }
+    for label, export in found.items():
+        export.label = label
+    return found
 
 
 @pytest.fixture(scope="module", params=list(Deployment), ids=str)
@@ -67,14 +70,14 @@ def rig(request, exports, tmp_path_factory):
     path.write_text(yaml.safe_dump(document), encoding="utf-8")
     options = GraphOptions(request.param, params_file=path)
     with GraphUnderTest(exports["A"].path, options) as graph:
-        yield Rig(graph, request.param)
+        yield Rig(graph, request.param, exports["A"])
 
 
 class Rig:
     """The arm's sensor messages sent through ``graph`` one tick at a time, the commands and
     diagnostics that come back, and the nodes' ``load`` parameters."""
 
-    def __init__(self, graph: GraphUnderTest, deployment: Deployment):
+    def __init__(self, graph: GraphUnderTest, deployment: Deployment, running):
         from diagnostic_msgs.msg import DiagnosticArray
         from lifecycle_msgs.srv import ChangeState
 
@@ -93,6 +96,7 @@ class Rig:
         self.rng = np.random.default_rng(3)
         self.ticks = 0
         self.clients: dict = {}
+        self.running = running  # the export the graph runs (a test that switches sets it)
 
     def reading(self) -> Reading:
         return Reading(
@@ -156,6 +160,15 @@ class Rig:
         self.graph.probe.spin_until(future.done, WAIT_S, "the answer to load")
         return future.result().results[0]
 
+    def transition(self, transition_id: int) -> None:
+        from lifecycle_msgs.msg import Transition
+        from lifecycle_msgs.srv import ChangeState
+
+        request = ChangeState.Request(transition=Transition(id=transition_id))
+        future = self.change_state.call_async(request)
+        self.graph.probe.spin_until(future.done, WAIT_S, "the lifecycle transition")
+        assert future.result().success
+
     def diagnostic(self, condition, what: str):
         def found():
             for array in self.diagnostics:
@@ -198,21 +211,23 @@ def check_commands(rows, old, new, first: int, runs_before: int, last: np.ndarra
 
 
 def test_a_switch_takes_over_at_a_run_and_every_command_is_eager_blended(rig, exports):
-    rig.settle(exports["A"].policy)
+    old, new = rig.running, exports["B" if rig.running is exports["A"] else "A"]
+    rig.settle(old.policy)
     runs_before, last = rig.runs(), np.asarray(rig.inbox[-1].data, dtype=np.float64)
-    answers = [rig.ask(node, exports["B"].path) for node in rig.nodes]  # ticks go on meanwhile
+    answers = [rig.ask(node, new.path) for node in rig.nodes]  # ticks go on meanwhile
     rows = tick_through_switch(rig, lambda: rig.switch().get("state") == "switched")
     assert all(answer.result().results[0].successful for answer in answers)
     switch = rig.switch()
     first = switch["first_run"]["policy"]
-    checked = check_commands(rows, exports["A"].policy, exports["B"].policy, first,
+    rig.running = new
+    checked = check_commands(rows, old.policy, new.policy, first,
                              runs_before, last)  # fmt: skip
     assert rig.runs() == runs_before + len(rows), "a set went unanswered"
     assert all(r["switch"]["state"] == "switched" for r in rig.graph.status().values())
     rig.diagnostic(lambda s: "policy switched to" in s.message or "switched to" in
                    dict((v.key, v.value) for v in s.values).get("switch", ""),
                    "diagnostics naming the switch")  # fmt: skip
-    print(f"\n[{rig.deployment}] switch A -> B took over at run {first} (tick "
+    print(f"\n[{rig.deployment}] switch {old.label} -> {new.label} took over at run {first} (tick "
           f"{switch['tick']}): {checked} commands checked, wrong: 0")  # fmt: skip
 
 
@@ -222,11 +237,12 @@ def test_an_export_with_other_ports_is_refused_with_the_differences(rig, exports
     assert "does not fit the running graph" in result.reason
     assert "outputs ['joint_targets'] -> ['action']" in result.reason
     assert "policy/obs: shape [15] -> [9]" in result.reason
-    rig.settle(exports["B"].policy)  # still running B
+    rig.settle(rig.running.policy)  # still running what it ran
 
 
 def test_a_policy_giving_nan_is_rolled_back_without_a_missed_tick(rig, exports):
-    rig.settle(exports["B"].policy)
+    running = rig.running.policy
+    rig.settle(running)
     runs_before, last = rig.runs(), np.asarray(rig.inbox[-1].data, dtype=np.float64)
     answers = [rig.ask(node, exports["F"].path) for node in rig.nodes]
     rows = tick_through_switch(rig, lambda: rig.switch().get("state") == "rolled_back")
@@ -235,7 +251,7 @@ def test_a_policy_giving_nan_is_rolled_back_without_a_missed_tick(rig, exports):
     assert "NaN/inf in output(s) ['joint_targets']" in switch["reason"]
     first = switch["first_run"]["policy"]
     # the failing set is answered by B, blended in again from the last command
-    check_commands(rows, exports["B"].policy, exports["B"].policy, first, runs_before, last)
+    check_commands(rows, running, running, first, runs_before, last)
     assert rig.runs() == runs_before + len(rows), "a set went unanswered"
     status = rig.diagnostic(
         lambda s: s.level == b"\x02" and s.name.endswith("/policy") and "rolled back" in s.message,
@@ -244,14 +260,37 @@ def test_a_policy_giving_nan_is_rolled_back_without_a_missed_tick(rig, exports):
     assert "NaN/inf in output(s) ['joint_targets']" in status.message
 
 
+def test_a_switch_asked_while_inactive_takes_over_at_the_first_run_after_activate(rig, exports):
+    from lifecycle_msgs.msg import Transition
+
+    old, new = rig.running, exports["B" if rig.running is exports["A"] else "A"]
+    rig.settle(old.policy)
+    before = len(rig.inbox)
+    rig.transition(Transition.TRANSITION_DEACTIVATE)
+    rig.graph.probe.spin_until(lambda: len(rig.inbox) > before, WAIT_S, "the safe action")
+    np.testing.assert_allclose(rig.inbox[-1].data, SAFE, rtol=0, atol=1e-6)
+    assert all(rig.request(node, new.path).successful for node in rig.nodes)
+    rig.graph.probe.spin_until(
+        lambda: all((r.get("switch") or {}).get("state") == "ready"
+                    for r in rig.graph.status().values()),
+        WAIT_S, "every node warm, waiting for a run",
+    )  # fmt: skip
+    runs_before = rig.runs()
+    rig.transition(Transition.TRANSITION_ACTIVATE)
+    rows = tick_through_switch(rig, lambda: rig.switch().get("state") == "switched")
+    rig.running = new
+    first = rig.switch()["first_run"]["policy"]
+    assert first == runs_before + 1, "the first run after activation was the new policy's"
+    check_commands(rows, old.policy, new.policy, first, runs_before, np.asarray(SAFE))
+
+
 def test_leapp_ros_switch_switches_the_graph_and_lifecycle_goes_on(rig, exports):
     from lifecycle_msgs.msg import Transition
-    from lifecycle_msgs.srv import ChangeState
 
-    rig.settle(exports["B"].policy)
+    old, new = rig.running, exports["B" if rig.running is exports["A"] else "A"]
+    rig.settle(old.policy)
     runs_before, last = rig.runs(), np.asarray(rig.inbox[-1].data, dtype=np.float64)
-    old, new = str(exports["B"].path), str(exports["A"].path)
-    command = [sys.executable, "-m", "leapp_ros.tools.cli", "switch", old, new,
+    command = [sys.executable, "-m", "leapp_ros.tools.cli", "switch", str(old.path), str(new.path),
                "--timeout", str(WAIT_S)]  # fmt: skip
     process = subprocess.Popen(
         command,
@@ -271,10 +310,8 @@ def test_leapp_ros_switch_switches_the_graph_and_lifecycle_goes_on(rig, exports)
     assert process.returncode == 0, output
     assert "switched to" in output
     first = rig.switch()["first_run"]["policy"]
-    check_commands(rows, exports["B"].policy, exports["A"].policy, first, runs_before, last)
-    for transition in (Transition.TRANSITION_DEACTIVATE, Transition.TRANSITION_ACTIVATE):
-        request = ChangeState.Request(transition=Transition(id=transition))
-        future = rig.change_state.call_async(request)
-        rig.graph.probe.spin_until(future.done, WAIT_S, "the lifecycle transition")
-        assert future.result().success
-    rig.settle(exports["A"].policy)
+    rig.running = new
+    check_commands(rows, old.policy, new.policy, first, runs_before, last)
+    rig.transition(Transition.TRANSITION_DEACTIVATE)
+    rig.transition(Transition.TRANSITION_ACTIVATE)
+    rig.settle(new.policy)
