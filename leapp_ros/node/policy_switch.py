@@ -232,10 +232,11 @@ class PolicySwitch:
         saved = []
         for item in loaded:
             data = item.data
-            states = {index: data.values[index] for _, index in data.state_links}
+            # copies: a TorchScript model may write into its (carried) state inputs
+            states = {index: _copied(data.values[index]) for _, index in data.state_links}
             saved.append((data, data.call, states))
             for index, value in item.states.items():
-                data.values[index] = np.array(value, copy=True)
+                data.values[index] = _copied(value)
         runs = dict.fromkeys(range(len(loaded)), 0)
         self._trial = {"saved": saved, "loaded": loaded, "runs": runs}
         for number, item in enumerate(loaded):
@@ -349,6 +350,11 @@ class PolicySwitch:
             **fields,
         }
         self._record = {"state": state, "request": self._requests, **record}
+
+
+def _copied(value: Any) -> Any:
+    """A copy of an input value (a NumPy array, or a torch tensor for bfloat16)."""
+    return value.clone() if hasattr(value, "clone") else np.array(value, copy=True)
 
 
 def _names(value: Any) -> bool:

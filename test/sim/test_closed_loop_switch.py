@@ -59,11 +59,11 @@ def switch(loop: SwitchLoop, path, toward, outcome: str) -> dict:
     assert loop.run_until(lambda: loop.switch_state() == outcome or failed(), LIMIT_TICKS), (
         f"no {outcome!r} within {LIMIT_TICKS} ticks: {loop.latest_status().get('policy')}"
     )
-    loop.run_until(lambda: loop.blended >= COMMANDS or failed(), LIMIT_TICKS)
+    loop.run_until(lambda: loop.taken_over() or failed(), LIMIT_TICKS)
     assert not failed(), f"missing {loop.missing}, wrong {loop.wrong[:5]}"
     assert all(answer.done() and answer.result().results[0].successful for answer in answers)
     loop.run(NORMAL_TICKS)
-    loop.switched()
+    assert loop.taken_over(), "no take-over among the commands"
     return loop.latest_status()["policy"]["switch"]
 
 

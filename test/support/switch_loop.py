@@ -26,27 +26,28 @@ __all__ = ["SwitchLoop"]
 
 class SwitchLoop(ClosedLoop):
     """:class:`~support.closed_loop.ClosedLoop` checking a take-over blended in over
-    ``commands`` commands (see the module documentation)."""
+    ``commands`` commands (see the module documentation). A hold (the watchdog's, on a tick
+    the loaded machine made late) starts a blend too: the node blends its commands in again
+    from the hold once inputs are back, and so does the check."""
 
     def __init__(self, graph: Any, policy: Any, arm: Any, commands: int):
         super().__init__(graph, policy, arm)
         self.commands = commands
         self.toward: Any = None  # the policy a take-over blends in (None: none expected)
         self.toward_raw: np.ndarray | None = None  # its eager targets on the latest tick
-        self.blended = 0  # commands of the blend so far (0: no take-over seen yet)
-        self.start: np.ndarray | None = None
+        self.blend: int | None = None  # commands of the blend in progress (None: none)
+        self.start: np.ndarray | None = None  # where the blend in progress started
         self.takeover_tick: int | None = None
         self.takeover_command: int | None = None  # the node's run that took over, by count
 
     def expect_take_over(self, toward: Any) -> None:
         """From now on the graph may take over with ``toward`` (blended in)."""
-        self.toward, self.blended, self.start = toward, 0, None
+        self.toward = toward
         self.takeover_tick = self.takeover_command = None
 
-    def switched(self) -> None:
-        """The take-over is over: ``toward`` is the running policy."""
-        assert self.blended >= self.commands, f"{self.blended} commands of the blend only"
-        self.policy, self.toward = self.toward, None
+    def taken_over(self) -> bool:
+        """Whether the take-over came and its blend is over."""
+        return self.takeover_command is not None and self.blend is None
 
     def tick(self, **options: Any) -> None:
         if self.toward is not None:  # (the arm as the tick will read it)
@@ -57,29 +58,45 @@ class SwitchLoop(ClosedLoop):
         return sum(fault.count("command") for fault in self.faults)
 
     def _classify(self, value: np.ndarray) -> tuple[str, int | None, float]:
-        if self.toward is None or self.candidate is None or self.last is None:
-            return super()._classify(value)
-        tick, sent, raw = self.candidate
-        if self.blended == 0:
-            if np.allclose(value, limited(raw, self.last)[0], rtol=0, atol=TOLERANCE):
-                return super()._classify(value)  # the running policy's: not yet
-            start = self.last.astype(np.float64)
-        else:
-            start = self.start
-        k = self.blended + 1
-        target = self.toward_raw.astype(np.float64)
-        blended = start + min(k / self.commands, 1.0) * (target - start)
+        candidate, last = self.candidate, self.last
+        if candidate is not None and last is not None:
+            tick, sent, raw = candidate
+            if self.blend is not None and self._blended(value, raw, self.blend + 1):
+                return self._taken(tick, sent, self.blend + 1)
+            running = self.blend is None and np.allclose(
+                value, limited(raw, last)[0], rtol=0, atol=TOLERANCE
+            )
+            if self.toward is not None and not running:  # the take-over's first command?
+                held, self.start = self.start, last.astype(np.float64)
+                if self._blended(value, self.toward_raw, 1):
+                    self.takeover_tick = tick
+                    self.takeover_command = self.commands_so_far() + 1
+                    self.policy, self.toward = self.toward, None
+                    return self._taken(tick, sent, 1)
+                self.start = held
+        kind = super()._classify(value)
+        if kind[0] == "safe":  # commands come back blended in from the hold
+            self.blend, self.start = 0, value.astype(np.float64)
+        return kind
+
+    def _blended(self, value: np.ndarray, target: np.ndarray, k: int) -> bool:
+        """Whether ``value`` is command ``k`` of the blend from :attr:`start` to ``target``
+        (eager, float32), after the limits."""
+        weight = min(k / self.commands, 1.0)
+        blended = self.start + weight * (target.astype(np.float64) - self.start)
         expected, clamped, stepped = limited(blended.astype(np.float32), self.last)
         if not np.allclose(value, expected, rtol=0, atol=TOLERANCE):
-            return super()._classify(value)  # wrong (noted there), or the hold
-        if self.blended == 0:
-            self.start, self.takeover_tick = start, tick
-            self.takeover_command = self.commands_so_far() + 1
-        self.blended = k
-        self.candidate = None
-        self.answered = max(self.answered, tick)
+            return False
         self.clamped += clamped
         self.step_limited += stepped
+        return True
+
+    def _taken(self, tick: int, sent: float, k: int) -> tuple[str, int, float]:
+        """Command ``k`` of a blend answered ``tick``."""
+        self.blend = None if k >= self.commands else k
+        self.candidate = None
+        self.answered = max(self.answered, tick)
+        self.fresh_limits = False
         return "command", tick, sent
 
     def ask(self, path: Any) -> list[Any]:
