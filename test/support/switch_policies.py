@@ -1,7 +1,10 @@
-"""Other policies for the arm of :mod:`support.sim`, to switch to on a running graph: the same
-two nodes and ports (``preprocess`` unchanged), the ``policy`` node's weights drawn from
-another seed (:func:`export_arm_variant`), or a policy whose every result is NaN
-(``failing=True``)."""
+"""Policies to switch between on a running graph.
+
+For the arm of :mod:`support.sim`: the same two nodes and ports (``preprocess`` unchanged),
+the ``policy`` node's weights drawn from another seed (:func:`export_arm_variant`), or a
+policy whose every result is NaN (``failing=True``). And a recurrent policy with explicit
+state ``h`` (:func:`export_gru_variant`: weights and the first ``h`` of one's choosing), run
+eagerly by :func:`gru_step` outside a session."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import torch
 import leapp
 from support.sim import TICK_S, Policy, Reading, preprocess, run_policy
 
-__all__ = ["NanPolicy", "export_arm_variant"]
+__all__ = ["NanPolicy", "export_arm_variant", "export_gru_variant", "gru_step"]
 
 _WEIGHT_SCALE = 0.6
 
@@ -50,3 +53,35 @@ def export_arm_variant(
     leapp.stop()
     compiled = leapp.compile_graph(graph_configs=leapp.GraphConfigs(frequency=1 / TICK_S))
     return SimpleNamespace(path=compiled.path.parent, name=name, policy=policy)
+
+
+def gru_step(modules, obs, h, backend="jit"):
+    """One tick of a GRU policy with explicit state ``h`` (``modules``: the cell and the
+    head): ``(action, next h)``."""
+    from leapp import annotate
+
+    cell, head = modules
+    obs = annotate.input_tensors("policy", {"obs": obs})
+    h = annotate.state_tensors("policy", {"h": h})
+    h_next = cell(obs.unsqueeze(0), h.unsqueeze(0)).squeeze(0)
+    action = torch.tanh(head(h_next))
+    h_next = annotate.update_state("policy", {"h": h_next})
+    annotate.output_tensors("policy", {"action": action}, export_with=backend)
+    return action, h_next
+
+
+def export_gru_variant(save_path: Path, seed: int, first_h: float) -> SimpleNamespace:
+    """A GRU policy (4 -> 6 -> 2) with weights drawn from ``seed`` and every element of its
+    first ``h`` (the export's initial value) ``first_h``, exported into ``save_path``:
+    ``path``, ``modules`` (for :func:`gru_step`) and ``first_h`` (a tensor)."""
+    torch.manual_seed(seed)
+    modules = (torch.nn.GRUCell(4, 6).eval(), torch.nn.Linear(6, 2).eval())
+    h = torch.full((6,), first_h)
+    leapp.start("gru", save_path=save_path)
+    with torch.no_grad():
+        state = h
+        for _ in range(3):
+            _, state = gru_step(modules, torch.randn(4), state)
+    leapp.stop()
+    compiled = leapp.compile_graph()
+    return SimpleNamespace(path=compiled.path.parent, modules=modules, first_h=h)
