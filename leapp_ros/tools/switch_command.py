@@ -107,9 +107,13 @@ def _describe(record: dict[str, Any] | None) -> str:
         runs = record.get("first_run") or {}
         tick = record.get("tick")
         at = ", ".join(f"{n} at run {r}" for n, r in runs.items())
-        return f"switched to {record['export']} ({at}{'' if tick is None else f', tick {tick}'})"
-    back = " (switched back)" if record.get("switched_back") else ""
-    return f"{state.replace('_', ' ')}{back}: {record.get('reason')}"
+        text = f"switched to {record['export']} ({at}{'' if tick is None else f', tick {tick}'})"
+        if "switched_back" not in record:
+            return text
+        if record["switched_back"]:
+            return f"{text}, then back to {record['previous']} (another node did not switch)"
+        return f"{text}; switching it back to {record['previous']} FAILED: check it"
+    return f"{state.replace('_', ' ')}: {record.get('reason')}"
 
 
 def switch_graph(

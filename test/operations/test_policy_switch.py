@@ -132,6 +132,19 @@ class Rig:
                 return
         raise AssertionError("commands never settled on eager PyTorch's")
 
+    def quiet(self) -> None:
+        """Ticks until no node has a switch in progress (a node that took over in a test
+        before finishes its probation: it runs on ticks)."""
+        busy = ("loading", "ready", "probation")
+        deadline = time.monotonic() + OUTCOME_S
+
+        def states():
+            return [(r.get("switch") or {}).get("state") for r in self.graph.status().values()]
+
+        while any(state in busy for state in states()):
+            assert time.monotonic() < deadline, f"a switch never ended: {self.graph.status()}"
+            self.step()
+
     def runs(self) -> int:
         return self.graph.wait_received()["policy"]["runs"]
 
@@ -212,6 +225,7 @@ def check_commands(rows, old, new, first: int, runs_before: int, last: np.ndarra
 
 def test_a_switch_takes_over_at_a_run_and_every_command_is_eager_blended(rig, exports):
     old, new = rig.running, exports["B" if rig.running is exports["A"] else "A"]
+    rig.quiet()
     rig.settle(old.policy)
     runs_before, last = rig.runs(), np.asarray(rig.inbox[-1].data, dtype=np.float64)
     answers = [rig.ask(node, new.path) for node in rig.nodes]  # ticks go on meanwhile
@@ -223,7 +237,11 @@ def test_a_switch_takes_over_at_a_run_and_every_command_is_eager_blended(rig, ex
     checked = check_commands(rows, old.policy, new.policy, first,
                              runs_before, last)  # fmt: skip
     assert rig.runs() == runs_before + len(rows), "a set went unanswered"
-    assert all(r["switch"]["state"] == "switched" for r in rig.graph.status().values())
+    rig.graph.probe.spin_until(  # every node: a status record may come up to 0.1 s late
+        lambda: all(r["switch"]["state"] == "switched" for r in rig.graph.status().values()),
+        WAIT_S,
+        "every node switched",
+    )
     rig.diagnostic(lambda s: "policy switched to" in s.message or "switched to" in
                    dict((v.key, v.value) for v in s.values).get("switch", ""),
                    "diagnostics naming the switch")  # fmt: skip
@@ -241,6 +259,7 @@ def test_an_export_with_other_ports_is_refused_with_the_differences(rig, exports
 
 
 def test_a_policy_giving_nan_is_rolled_back_without_a_missed_tick(rig, exports):
+    rig.quiet()
     running = rig.running.policy
     rig.settle(running)
     runs_before, last = rig.runs(), np.asarray(rig.inbox[-1].data, dtype=np.float64)
@@ -264,12 +283,15 @@ def test_a_switch_asked_while_inactive_takes_over_at_the_first_run_after_activat
     from lifecycle_msgs.msg import Transition
 
     old, new = rig.running, exports["B" if rig.running is exports["A"] else "A"]
+    rig.quiet()
     rig.settle(old.policy)
     before = len(rig.inbox)
     rig.transition(Transition.TRANSITION_DEACTIVATE)
     rig.graph.probe.spin_until(lambda: len(rig.inbox) > before, WAIT_S, "the safe action")
     np.testing.assert_allclose(rig.inbox[-1].data, SAFE, rtol=0, atol=1e-6)
-    assert all(rig.request(node, new.path).successful for node in rig.nodes)
+    for node in rig.nodes:
+        result = rig.request(node, new.path)
+        assert result.successful, result.reason
     rig.graph.probe.spin_until(
         lambda: all((r.get("switch") or {}).get("state") == "ready"
                     for r in rig.graph.status().values()),
@@ -288,6 +310,7 @@ def test_leapp_ros_switch_switches_the_graph_and_lifecycle_goes_on(rig, exports)
     from lifecycle_msgs.msg import Transition
 
     old, new = rig.running, exports["B" if rig.running is exports["A"] else "A"]
+    rig.quiet()
     rig.settle(old.policy)
     runs_before, last = rig.runs(), np.asarray(rig.inbox[-1].data, dtype=np.float64)
     command = [sys.executable, "-m", "leapp_ros.tools.cli", "switch", str(old.path), str(new.path),
@@ -315,3 +338,37 @@ def test_leapp_ros_switch_switches_the_graph_and_lifecycle_goes_on(rig, exports)
     rig.transition(Transition.TRANSITION_DEACTIVATE)
     rig.transition(Transition.TRANSITION_ACTIVATE)
     rig.settle(new.policy)
+
+
+def test_leapp_ros_switch_to_a_failing_policy_exits_1_and_switches_the_others_back(rig, exports):
+    rig.quiet()
+    running = rig.running
+    rig.settle(running.policy)
+    command = [sys.executable, "-m", "leapp_ros.tools.cli", "switch", str(running.path),
+               str(exports["F"].path), "--timeout", str(WAIT_S)]  # fmt: skip
+    process = subprocess.Popen(
+        command,
+        env=ros_env(rig.graph.domain_id),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        tick_through_switch(rig, lambda: process.poll() is not None)
+    except AssertionError as e:
+        process.kill()
+        output = process.communicate()[0]
+        raise AssertionError(f"leapp-ros switch gave no outcome: {output}") from e
+    output = process.communicate()[0]
+    assert process.returncode == 1, output
+    assert f"{rig.nodes[-1]}: rolled back: NaN/inf in output(s) ['joint_targets']" in output
+    if not rig.graph.fused:  # preprocess switched (its model is A's), then went back
+        assert f"then back to {running.path.resolve()}" in output, output
+        rig.graph.probe.spin_until(
+            lambda: (
+                rig.graph.status()["preprocess"]["switch"]["export"] == str(running.path.resolve())
+            ),
+            WAIT_S,
+            "preprocess switched back",
+        )
+    rig.settle(running.policy)
