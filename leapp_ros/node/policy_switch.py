@@ -166,7 +166,8 @@ class PolicySwitch:
             return f"cannot read {path}: {one_line(e)}"
         paths = list(node._data_paths())
         names = [data.name for data in paths]
-        differences = switch_differences(node.spec, spec, names)
+        whole = len(node.spec.models) == len(paths)  # (a fused node runs every node)
+        differences = switch_differences(node.spec, spec, names, whole=whole)
         if differences:
             return f"{path} does not fit the running graph: " + "; ".join(differences)
         states = {

@@ -24,11 +24,21 @@ PORT_FIELDS = ("dtype", "shape", "kind", "element_names")
 """The fields of a port that must agree (besides its name and position)."""
 
 
-def switch_differences(running: Spec, new: Spec, nodes: Sequence[str]) -> list[str]:
+def switch_differences(
+    running: Spec, new: Spec, nodes: Sequence[str], *, whole: bool = False
+) -> list[str]:
     """What keeps pipeline nodes ``nodes`` of ``running`` from running ``new``'s policy in
-    their place, one line each (empty: nothing, the switch may go ahead)."""
+    their place, one line each (empty: nothing, the switch may go ahead); ``whole``: they are
+    the whole graph (a fused node, ``leapp-ros switch``), so a node only ``new`` has, which
+    nobody would run, is a difference too."""
     found: list[str] = []
     names = [model.name for model in new.models]
+    if whole:
+        found += [
+            f"node {name!r} is only in the new export: the running graph has no node for it"
+            for name in names
+            if name not in nodes
+        ]
     for name in nodes:
         if name not in names:
             found.append(f"node {name!r} is not in the new export (its nodes: {', '.join(names)})")

@@ -78,7 +78,8 @@ def _switch(args: argparse.Namespace) -> int:
     plan = load_plan(running, args.namespace)
     old_spec = spec_file.load(running, verify_checksums=True)
     new_spec = spec_file.load(new, verify_checksums=True)
-    differences = switch_differences(old_spec, new_spec, [m.name for m in old_spec.models])
+    names = [model.name for model in old_spec.models]
+    differences = switch_differences(old_spec, new_spec, names, whole=True)
     if differences:
         print(f"leapp-ros switch: {args.new} does not fit {args.running}:", file=sys.stderr)
         for line in differences:

@@ -5,6 +5,7 @@ not fit before it asks the graph."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -52,6 +53,15 @@ def test_renamed_ports_missing_nodes_and_other_wiring_are_listed():
     assert "feedback_flow policy/action -> policy/obs: only in the new export" in (
         switch_differences(spec(), looped, ["policy"])
     )
+
+
+def test_a_node_only_the_new_export_has_is_a_difference_for_a_whole_graph():
+    new = spec()
+    grown = Spec("arm", (*new.models, replace(new.models[0], name="extra")), new.pipeline, {})
+    assert switch_differences(spec(), grown, ["policy"]) == []  # one node of the graph
+    assert switch_differences(spec(), grown, ["policy"], whole=True) == [
+        "node 'extra' is only in the new export: the running graph has no node for it"
+    ]
 
 
 def test_carried_states_are_named_by_port_or_node_and_port():
