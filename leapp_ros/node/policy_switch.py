@@ -32,7 +32,8 @@ What happens:
    ``<node>/<port>``); feedback inputs from other nodes keep their newest value. Every output
    with ``ports.<port>.blend_s`` ramps in from the last command it published
    (:mod:`leapp_ros.node.ramp`; not from ``blend_from``: the command goes on from where it
-   was), limits on top.
+   was; at the first run after an activation, from where the activation's blend starts),
+   limits on top.
 4. **Probation**: for ``switch_probation_ticks`` runs (default 10, each pipeline node) a
    result of the new policy that raises, holds NaN/inf in a float output (whatever
    ``on_nonfinite`` says) or lies outside an output's guarded ``min`` / ``max``

@@ -7,7 +7,8 @@ guard release, a policy switch: :meth:`PortRamp.begin`), the port's next command
 position (``blend_from``: the newest message of that input, element by element by name) when
 one has come, else the last value the port published (a command or the safe action); with
 neither the blend is skipped (the policy's target goes out at once). A policy switch starts
-from the last value published whatever ``blend_from`` says: the command goes on from there.
+from the last value published whatever ``blend_from`` says: the command goes on from there
+(unless a blend that starts from the measured position, an activation's, is pending still).
 
 The weight counts the node's own commands, not time: ``N = ceil(blend_s * rate_hz)`` (the
 node's rate, ``rate_hz`` or ``pipeline.configs.frequency``), and the ``k``-th command of the
@@ -68,9 +69,10 @@ class PortRamp:
 
     def begin(self, from_last: bool = False) -> None:
         """Blend the next commands in (the start is taken at the first of them: with
-        ``from_last`` the last value published, else as the module documentation says)."""
+        ``from_last`` the last value published, unless a blend from the measured position is
+        pending already, else as the module documentation says)."""
+        self.from_last = from_last and (self.from_last or not self.pending)
         self.pending = True
-        self.from_last = from_last
 
     def blend(self, target: Any, last: np.ndarray | None) -> tuple[Any, bool]:
         """The command for the policy's ``target`` (``last``: the value the port published

@@ -83,6 +83,13 @@ def test_a_switch_ramp_starts_from_the_last_command_not_the_measured_position():
     np.testing.assert_allclose(ramp.blend(target, last)[0], [9.0, 9.0] + 0.25 * (target - 9.0))
 
 
+def test_a_switch_right_after_an_activation_keeps_the_activations_start():
+    ramp = PortRamp(2, (1,), measured=lambda: np.array([9.0]))
+    ramp.begin()  # activate
+    ramp.begin(from_last=True)  # the take-over before the same run
+    np.testing.assert_allclose(ramp.blend(np.array([1.0]), np.array([0.0]))[0], [5.0])
+
+
 class FakeNode:
     """What a PolicySwitch needs of its node, recorded."""
 
