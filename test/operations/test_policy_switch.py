@@ -228,8 +228,15 @@ def test_a_switch_takes_over_at_a_run_and_every_command_is_eager_blended(rig, ex
     rig.quiet()
     rig.settle(old.policy)
     runs_before, last = rig.runs(), np.asarray(rig.inbox[-1].data, dtype=np.float64)
+    asked = {n: (r.get("switch") or {}).get("request", 0) for n, r in rig.graph.status().items()}
     answers = [rig.ask(node, new.path) for node in rig.nodes]  # ticks go on meanwhile
-    rows = tick_through_switch(rig, lambda: rig.switch().get("state") == "switched")
+
+    def every_node_switched() -> bool:  # (each node's probation runs on ticks of its own)
+        switches = {n: r.get("switch") or {} for n, r in rig.graph.status().items()}
+        return all(s.get("state") == "switched" and s["request"] > asked[n]
+                   for n, s in switches.items())  # fmt: skip
+
+    rows = tick_through_switch(rig, every_node_switched)
     assert all(answer.result().results[0].successful for answer in answers)
     switch = rig.switch()
     first = switch["first_run"]["policy"]
@@ -237,11 +244,6 @@ def test_a_switch_takes_over_at_a_run_and_every_command_is_eager_blended(rig, ex
     checked = check_commands(rows, old.policy, new.policy, first,
                              runs_before, last)  # fmt: skip
     assert rig.runs() == runs_before + len(rows), "a set went unanswered"
-    rig.graph.probe.spin_until(  # every node: a status record may come up to 0.1 s late
-        lambda: all(r["switch"]["state"] == "switched" for r in rig.graph.status().values()),
-        WAIT_S,
-        "every node switched",
-    )
     rig.diagnostic(lambda s: "policy switched to" in s.message or "switched to" in
                    dict((v.key, v.value) for v in s.values).get("switch", ""),
                    "diagnostics naming the switch")  # fmt: skip
