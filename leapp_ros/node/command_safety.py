@@ -13,6 +13,8 @@
   on it and publishes its safe action at once, every period after, until an operator releases
   it (its ``~/enable`` true, or a lifecycle transition: ``activate``). A latched node gives no
   command; commands resume, blended in, on a set gathered after the release.
+- a policy switch (:mod:`leapp_ros.node.policy_switch`) takes over just before a run it
+  admits, and blends the next commands in from the last one;
 - the stand-in hold (``stand_in``, :mod:`leapp_ros.node.stand_in_handshake`): an activated node
   gives no command, and no safe action, until the graph's stand-in
   (:mod:`leapp_ros.run.stand_in`) says it watches this process; commands then resume on a set
@@ -48,6 +50,7 @@ class CommandSafety:
     _guard_publisher: Any = None
     latch_cause: str | None = None  # what latched the safe action (a violation, described)
     _stand_in: Any = None  # the stand-in handshake (a StandInHandshake), if any
+    _switch: Any = None  # the policy switch (node.policy_switch.PolicySwitch)
 
     def _create_guard_topic(self) -> None:
         """``_leapp/guard`` (at configure): a node with a ``safe`` guard publishes its trips
@@ -147,6 +150,8 @@ class CommandSafety:
         if gate.admit(now, sets.stamps, sets.triggers or sets.newest):
             if resumed:
                 self._resumed()
+            if self._switch.pending is not None:  # a new policy, warm: it answers this set
+                self._switch.take_over(sets.tick())
             self._run()
 
     def _timer_guard(self, arrivals: Any) -> float | None:
@@ -214,11 +219,12 @@ class CommandSafety:
 
     # --- ramp-in --------------------------------------------------------------------------
 
-    def _begin_blends(self) -> None:
-        """Blend the next commands of every port with ``blend_s`` in."""
+    def _begin_blends(self, from_last: bool = False) -> None:
+        """Blend the next commands of every port with ``blend_s`` in (``from_last``: from
+        the last command, as after a policy switch, not from the measured position)."""
         for data in self._data_paths():
             if data.guard is not None and data.guard.ramps:
-                data.guard.begin_blends()
+                data.guard.begin_blends(from_last)
 
     def _awaiting_start(self) -> bool:
         """Whether a pending ramp-in waits for its first measured position (then the node

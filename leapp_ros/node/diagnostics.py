@@ -16,7 +16,10 @@ set. The level says what happened since the last periodic report:
 - OK: otherwise.
 
 A ramp-in in progress adds ``blending <port> <k>/<N> from <start>`` to the message (and the
-value ``blending``), whatever the level.
+value ``blending``), whatever the level. A policy switch (:mod:`leapp_ros.node.policy_switch`)
+adds what it is doing (``loading``, ``warm``, ``on probation k/N after taking over at run R``,
+``switched``; the value ``switch``); one that was rolled back is an ERROR and one that could
+not load a WARN, until the next request.
 
 The node publishes a report every second and, between them, whenever a level changes
 (:meth:`HealthReport.changed`). rqt_robot_monitor, diagnostic_aggregator and
@@ -88,6 +91,7 @@ class HealthReport:
                 KeyValue(key="latched", value=str(bool(record.get("latched"))).lower()),
                 KeyValue(key="blending", value=_blending(record)),
                 KeyValue(key="last_out_of_domain", value=_violation(record)),
+                KeyValue(key="switch", value=_switch(record)),
             ]
             statuses.append(
                 DiagnosticStatus(
@@ -150,6 +154,13 @@ def _level(record: Mapping[str, Any], delta: Mapping[str, int]) -> tuple[bytes, 
     if not record.get("expected_active", True) and lifecycle != "active":
         warnings.insert(0, f"{lifecycle}: waiting for ros2 lifecycle to activate it")
     blending = [f"blending {_blending(record)}"] if record.get("blending") else []
+    switch = record.get("switch") or {}
+    if switch.get("state") == "rolled_back":
+        errors.append(_switch(record))
+    elif switch.get("state") == "failed":
+        warnings.append(_switch(record))
+    elif switch.get("state") in ("loading", "ready", "probation"):
+        blending.append(_switch(record))
     if errors:
         return ERROR, "; ".join(errors + warnings + blending)
     if warnings:
@@ -165,6 +176,31 @@ def _blending(record: Mapping[str, Any]) -> str:
     )
 
 
+def _switch(record: Mapping[str, Any]) -> str:
+    """The last policy switch, described ("" for none)."""
+    switch = record.get("switch")
+    if not switch:
+        return ""
+    state, export = switch["state"], switch["export"]
+    if state == "loading":
+        return f"policy switch: loading {export}"
+    if state == "ready":
+        return f"policy switch: {export} warm, takes over at the next run"
+    first = (switch.get("first_run") or {}).get(record.get("node"))
+    at = "" if first is None else f" (took over at run {first})"
+    if state == "probation":
+        done, of = switch["probation"]
+        return f"policy switch to {export}: on probation {done}/{of}{at}"
+    if state == "switched":
+        return f"policy switched to {export}{at}"
+    if state == "rolled_back":
+        return (
+            f"policy switch to {export} rolled back{at}: {switch['reason']}; running "
+            f"{switch['previous']} again"
+        )
+    return f"policy switch to {export} {state.replace('_', ' ')}: {switch['reason']}"
+
+
 def _violation(record: Mapping[str, Any]) -> str:
     """The last out-of-domain value, described ("" for none)."""
     last = record.get("last_out_of_domain")
@@ -172,5 +208,7 @@ def _violation(record: Mapping[str, Any]) -> str:
 
 
 def _shown(record: Mapping[str, Any], level: bytes) -> tuple:
-    """What a change of publishes diagnostics at once: the level, a ramp-in, the latch."""
-    return level, bool(record.get("blending")), bool(record.get("latched"))
+    """What a change of publishes diagnostics at once: the level, a ramp-in, the latch, the
+    state of a policy switch."""
+    switch = (record.get("switch") or {}).get("state")
+    return level, bool(record.get("blending")), bool(record.get("latched")), switch

@@ -40,6 +40,7 @@ from leapp.errors import LeappError
 from leapp_ros.messages.topic_io import raw_path
 from leapp_ros.node.command_safety import CommandSafety
 from leapp_ros.node.estop_subscription import EstopSubscription
+from leapp_ros.node.policy_switch import PolicySwitch
 from leapp_ros.node.rate_limited_log import RateLimitedLog, one_line
 from leapp_ros.node.safety import CommandGate
 from leapp_ros.node.stand_in_handshake import StandInHandshake
@@ -69,6 +70,7 @@ class ManagedNode(CommandSafety, LifecycleNode):
         self._guard_timer: Any = None
         self._leapp_timers: list[Any] = getattr(self, "_leapp_timers", [])
         self.settings = settings = declare_parameters(self)
+        self._switch = PolicySwitch(self)  # parameter load: another policy, at a tick boundary
         self._expected_active = bool(settings["autostart"])  # until an operator says otherwise
         self.pipeline_node = str(settings["pipeline_node"] or self.get_name())
         self._raw = raw_path(settings["raw_messages"], self.get_logger())  # CDR bytes on topics
@@ -205,6 +207,7 @@ class ManagedNode(CommandSafety, LifecycleNode):
         self._configured_entities = []
         self._leapp_timers = []
         self._guard_publisher = self._guard_links = None
+        self._switch.reset()
         self._release_data_path()
 
     def _release_data_path(self) -> None:
@@ -231,11 +234,12 @@ class ManagedNode(CommandSafety, LifecycleNode):
     ) -> dict[str, Any]:
         """The record of ``data`` (a data path) with this node's operating state, CPU
         placement, its ramp-in (``blending``: per port in a blend, its progress) and its last
-        out-of-domain value."""
+        out-of-domain value, and the last policy switch (:mod:`leapp_ros.node.policy_switch`)."""
         operation, cpu = self._operation(), self._cpu.status()
         record = status_record(data, publishers, inputs, state, operation, cpu)
         record["blending"] = {} if data.guard is None else data.guard.blending()
         record["last_out_of_domain"] = data.last_violation
+        record["switch"] = self._switch.record()
         if data.measured:
             record["measured_on"] = data.measured_on()
         return record

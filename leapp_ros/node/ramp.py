@@ -9,7 +9,10 @@ one has come, else the last value the port published (a command or the safe acti
 neither the blend is skipped (the policy's target goes out at once), except where a measured
 position is to come (:meth:`PortRamp.awaits_start`: ``blend_from`` is set, its input has
 delivered nothing yet, the port published nothing): the node then does not command until one
-has come (a restarted process whose subscriptions take their first messages late).
+has come (a restarted process whose subscriptions take their first messages late). A policy
+switch starts from the last value published whatever ``blend_from`` says: the command goes on
+from there (unless a blend that starts from the measured position, an activation's, is pending
+still).
 
 The weight counts the node's own commands, not time: ``N = ceil(blend_s * rate_hz)`` (the
 node's rate, ``rate_hz`` or ``pipeline.configs.frequency``), and the ``k``-th command of the
@@ -47,19 +50,32 @@ class PortRamp:
             once the node subscribed to ``blend_from``).
     """
 
-    __slots__ = ("commands", "done", "from_", "measured", "pending", "shape", "start")
+    __slots__ = (
+        "commands",
+        "done",
+        "from_",
+        "from_last",
+        "measured",
+        "pending",
+        "shape",
+        "start",
+    )
 
     def __init__(self, commands: int, shape: tuple[int, ...], measured: Measured | None = None):
         self.commands = commands
         self.shape = shape
         self.measured = measured
         self.pending = False  # a blend starts at the next command
+        self.from_last = False  # the pending blend starts from the last value published
         self.start: np.ndarray | None = None  # the blend in progress starts here
         self.done = 0  # commands of the blend in progress published so far
         self.from_ = ""  # where the blend in progress started: "measured" or "last command"
 
-    def begin(self) -> None:
-        """Blend the next commands in (the start is taken at the first of them)."""
+    def begin(self, from_last: bool = False) -> None:
+        """Blend the next commands in (the start is taken at the first of them: with
+        ``from_last`` the last value published, unless a blend from the measured position is
+        pending already, else as the module documentation says)."""
+        self.from_last = from_last and (self.from_last or not self.pending)
         self.pending = True
 
     def awaits_start(self, last: np.ndarray | None) -> bool:
@@ -74,7 +90,8 @@ class PortRamp:
         last, or None); whether a blend could not start for want of a start."""
         if self.pending:
             self.pending = False
-            start = self.measured() if self.measured is not None else None
+            measured = self.measured if not self.from_last else None
+            start = measured() if measured is not None else None
             self.from_ = "measured"
             if start is None:
                 start, self.from_ = last, "last command"

@@ -185,10 +185,11 @@ class OutputGuard:
         """Whether an output's ``on_out_of_domain`` is ``safe``."""
         return any(p.limits.on_out_of_domain == "safe" for p in self._guarded)
 
-    def begin_blends(self) -> None:
-        """Blend the next commands of every port with ``blend_s`` in (a ramp-in)."""
+    def begin_blends(self, from_last: bool = False) -> None:
+        """Blend the next commands of every port with ``blend_s`` in (a ramp-in; with
+        ``from_last`` from the last command, not the measured position)."""
         for port in self.ramps:
-            port.ramp.begin()  # type: ignore[union-attr]
+            port.ramp.begin(from_last)  # type: ignore[union-attr]
 
     def awaiting_start(self) -> list[str]:
         """The ports whose pending blend waits for its first measured position

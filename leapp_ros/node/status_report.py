@@ -23,7 +23,9 @@ for none; ``subscribers``: the subscriptions each output's publisher matched; ``
 the publishers each input's subscription matched; with both a tester knows when every hop is
 connected both ways, as a best-effort subscription drops what a publisher sent before it
 matched; ``received_on``: the messages taken from each input topic, which ``received`` sums,
-so a tester knows when an input it sent has been handled.)
+so a tester knows when an input it sent has been handled; a node on a robot adds its ramp-in,
+guards and last policy switch: :mod:`leapp_ros.node.managed_node`,
+:mod:`leapp_ros.node.policy_switch`.)
 
 :class:`StatusReport` publishes the records once configured (``"state": "ready"``), then every
 :data:`STATUS_PERIOD_S` and within :data:`STATUS_SOON_S` of any change in them (a counter, a

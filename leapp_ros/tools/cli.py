@@ -37,6 +37,7 @@ as ``run``: one ``_add_<name>`` function each::
     leapp-ros verify exports/robot_policy --bag robot_run         # a recorded bag
     leapp-ros record exports/torch_pipeline --out run             # a bag of the running graph
     leapp-ros sim exports/robot_policy --mjcf robot.xml --map sim_map.yaml  # MuJoCo in the loop
+    leapp-ros switch exports/robot_policy exports/robot_policy_v2  # another policy, running
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from leapp_ros.tools.deployment_option import add_deployment_option
 from leapp_ros.tools.record_command import add_record
 from leapp_ros.tools.ros_arguments import apply_ros_arguments, split_ros_arguments
 from leapp_ros.tools.sim_command import add_sim
+from leapp_ros.tools.switch_command import add_switch
 
 __all__ = ["build_parser", "main"]
 
@@ -80,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_record(commands)
     add_sim(commands)
     add_bounds(commands)
+    add_switch(commands)
     return parser
 
 
