@@ -35,10 +35,11 @@ from typing import Any
 
 from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
 from launch.launch_description import LaunchDescription
+from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import ComposableNodeContainer, LifecycleNode, Node
 
 from leapp_ros.run.deployment import Deployment, GraphOptions
-from leapp_ros.run.processes import ProcessPlan, load_plan, plan_processes
+from leapp_ros.run.processes import STOP_TIMEOUT_S, ProcessPlan, load_plan, plan_processes
 
 __all__ = ["ARGUMENTS", "launch_graph", "pipeline_launch_description", "process_action"]
 
@@ -128,7 +129,10 @@ def launch_graph(context: Any, *args: Any, **kwargs: Any) -> list[Any]:
 def process_action(process: ProcessPlan) -> Any:
     """``process`` as the launch_ros action that starts it from the leapp_ros package: a
     ``ComposableNodeContainer`` for ``leapp_container``, a plain ``Node`` for
-    ``leapp_stand_in``, else a ``LifecycleNode``."""
+    ``leapp_stand_in``, else a ``LifecycleNode``. Each gets :data:`STOP_TIMEOUT_S
+    <leapp_ros.run.processes.STOP_TIMEOUT_S>` from SIGINT to exit before launch sends SIGTERM,
+    unless the launch sets ``sigterm_timeout`` (launch's own argument: ``ros2 launch ...
+    sigterm_timeout:=20``)."""
     common: dict[str, Any] = {
         "package": PACKAGE,
         "executable": process.executable,
@@ -137,6 +141,7 @@ def process_action(process: ProcessPlan) -> Any:
         "arguments": list(process.arguments),
         "ros_arguments": process.ros_arguments(naming=False),
         "output": "screen",
+        "sigterm_timeout": LaunchConfiguration("sigterm_timeout", default=f"{STOP_TIMEOUT_S:g}"),
     }
     if process.executable == "leapp_container":
         return ComposableNodeContainer(composable_node_descriptions=[], **common)

@@ -30,6 +30,7 @@ from leapp_ros.run.deployment import Deployment, GraphOptions
 from leapp_ros.run.safe_outputs import plan_safe_outputs
 
 __all__ = [
+    "STOP_TIMEOUT_S",
     "ProcessPlan",
     "describe_exit",
     "graph_options",
@@ -37,6 +38,11 @@ __all__ = [
     "plan_processes",
     "start_process",
 ]
+
+#: How long a node process has from SIGINT to its exit before SIGTERM (``leapp-ros run`` and the
+#: launch files alike): it publishes its last word at once, but the teardown of torch and of its
+#: DDS participant on a loaded machine can outlast ``ros2 launch``'s own default of 5 s.
+STOP_TIMEOUT_S = 10.0
 
 STAND_IN_NAME = "_leapp_stand_in"  # hidden from `ros2 node list`, as the runner's watch
 

@@ -15,11 +15,10 @@ graphs: it starts (``python -m <module>``) the processes that
         ...  # talk to the /torch_pipeline/... topics
     # leaving the block stops every process
 
-- Output: each line a process writes is passed on with its label in front (``[policy] ...``),
-  stdout to stdout, stderr to stderr.
+- Output: each line a process writes is passed on with its label in front (``[policy] ...``).
 - Readiness: a process is ready once each of its pipeline nodes has published a ``ready``
-  status record from that process (its ``pid``; model loaded and warmed up), whatever the
-  log level: a hidden node of the runner watches ``_leapp/status``
+  status record from that process (its ``pid``; model warmed up), whatever the log level: a
+  hidden node of the runner watches ``_leapp/status``
   (:class:`~leapp_ros.run.status_watch.StatusWatch`). A record of an earlier start or of
   another process never counts. With ``autostart: false``: once ``ros2 lifecycle`` configured.
 - Failure: a process that exits without being asked to is reported (label, pid, exit code or
@@ -53,6 +52,7 @@ from leapp_ros.plan.pipeline import PipelinePlan
 from leapp_ros.run.deployment import Deployment, GraphOptions
 from leapp_ros.run.output_relay import OutputRelay
 from leapp_ros.run.processes import (
+    STOP_TIMEOUT_S,
     ProcessPlan,
     describe_exit,
     graph_options,
@@ -98,7 +98,7 @@ class RunningGraph:
         env: Mapping[str, str] | None = None,
         restart: bool = False,
         restart_policy: RestartPolicy | None = None,
-        stop_timeout_s: float = 10.0,
+        stop_timeout_s: float = STOP_TIMEOUT_S,
         term_timeout_s: float = 3.0,
         python: str | None = None,
         stdout: TextIO | None = None,
