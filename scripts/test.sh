@@ -16,8 +16,8 @@
 #   bash scripts/test.sh --lane main-rest [pytest arguments]
 #
 # run the main lane in two parts, which together run every test of the main lane once: main-ros
-# is ruff, the docs build and the tests marked `ros` (those that talk DDS); main-rest the other
-# tests, on the same venv, without linting. CI (.ci/run) runs main-ros beside the jazzy lane and
+# is ruff, the docs build and the tests marked `ros` (those that talk DDS) but not `soak`;
+# main-rest the other tests (and the soak), on the same venv, without linting. CI (.ci/run) runs main-ros beside the jazzy lane and
 # main-rest after the jazzy lane, which ends minutes before the main lane's ROS tests do: the
 # two lanes then end at about the same time, and no more than two pytest processes ever run.
 set -euo pipefail
@@ -33,8 +33,8 @@ fi
 lint=true
 case "$lane" in
     main) tests=(test) ;;
-    main-ros) tests=(test -m ros) ;;
-    main-rest) tests=(test -m "not ros") lint=false ;;
+    main-ros) tests=(test -m "ros and not soak") ;;
+    main-rest) tests=(test -m "not ros or soak") lint=false ;;
     jazzy) tests=("${JAZZY_TESTS[@]}") lint=false ;;
     *)
         echo "test: no lane '$lane' (main, main-ros, main-rest, jazzy)" >&2

@@ -17,7 +17,7 @@ import pytest
 import soak
 from support.ros import eager_seed, export_seed
 
-pytestmark = [pytest.mark.ros, pytest.mark.slow]
+pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.soak]
 
 OPTIONS = soak.SoakOptions(seconds=14.0, rate_hz=500.0, recovery_timeout_s=20.0)
 MAX_LOSS = 0.25  # of the ticks outside the fault windows; a few % on an idle machine
