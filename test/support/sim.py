@@ -259,12 +259,15 @@ def run_policy(policy: Policy, obs):
     return targets
 
 
-def export_arm_policy(save_path: Path, name: str = "arm_policy") -> SimpleNamespace:
-    """The two-node pipeline exported into ``save_path`` (weights seeded, traced without
-    autograd at the reference pose): ``path`` (the export folder), ``name`` and ``policy``
-    (the module, for :func:`eager_targets`)."""
-    policy = Policy().eval()
-    generator = torch.Generator().manual_seed(7)
+def export_arm_policy(
+    save_path: Path, name: str = "arm_policy", *, seed: int = 7, policy_class: type = Policy
+) -> SimpleNamespace:
+    """The two-node pipeline exported into ``save_path`` (weights drawn from ``seed``, traced
+    without autograd at the reference pose; ``policy_class``: a :class:`Policy` subclass):
+    ``path`` (the export folder), ``name`` and ``policy`` (the module, for
+    :func:`eager_targets`)."""
+    policy = policy_class().eval()
+    generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for parameter in policy.parameters():
             parameter.copy_(torch.randn(parameter.shape, generator=generator) * _WEIGHT_SCALE)
