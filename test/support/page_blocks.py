@@ -13,7 +13,8 @@ the test how to run it:
   (Ctrl-C) when its section (``##`` heading) ends;
 - ``<!-- test: again until "TEXT" -->``: a snapshot of the ROS graph (``ros2 topic info``)
   that a reader runs again until discovery has caught up: run until its output shows TEXT
-  (each run must exit 0), for as long as a background step may take to be ready;
+  (``\\n`` in it: a line break, so one TEXT can span the lines that must all be there; each
+  run must exit 0), for as long as a background step may take to be ready;
 - ``<!-- test: run by test/AREA/test_NAME.py -->``: not run from the page, because it needs
   what no page run has (a colcon workspace, two machines): that test runs each of its command
   lines as written (``test/docs/test_doc_blocks.py`` checks the file holds every line).
@@ -93,7 +94,7 @@ def _block(language: str, code: str, section: str, line: int, directive: str, pa
         return Block(language, code, section, line, "elsewhere", test=run_by.group(1))
     until = _UNTIL.match(directive)
     if until and language == "bash":
-        return Block(language, code, section, line, "run", until.group(1))
+        return Block(language, code, section, line, "run", until.group(1).replace("\\n", "\n"))
     ready = _READY.match(directive)
     if ready and language == "bash":
         return Block(language, code, section, line, "background", ready.group(1))
