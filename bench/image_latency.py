@@ -13,9 +13,13 @@ frame, the command it produces. Graphs, each in processes of their own:
   composed in one process, or one fused node);
 - the hand-written typed node pair of the same shape (bench/image_nodes.py): typed ``Image``
   subscription, ``np.frombuffer(msg.data)``, the same ONNX and TorchScript calls, the latent
-  as a ``Float32MultiArray`` and the command as a ``Float64MultiArray``.
+  as a ``Float32MultiArray`` and the command as a ``Float64MultiArray``: the reference of the
+  verdicts;
+- the same pair in raw CDR (bench/image_nodes.py's ``raw`` form: the frame and the latent
+  taken as bytes, the latent and the command published as bytes built by hand): information
+  only, the cost outside the model calls of a node written for speed.
 
-Both are checked as they start: the command for the client's frame and joint state equals
+Each is checked as they start: the command for the client's frame and joint state equals
 eager PyTorch's targets (within :data:`CHECK_TOLERANCE`). Then ``--rounds`` windows of
 ``--seconds`` per graph, alternating: latency from the frame's publish to its command (median,
 p99), the graph's processes' CPU time (all threads) per answered frame, and the CPU time of
@@ -44,7 +48,7 @@ from graph_client import descendants
 from image_client import ImageClient, frame_transport
 from image_export import FRAMES, JOINTS, Frame, ImageExport, export_image_pipeline
 from image_nodes import hand_written_pair
-from image_report import HAND, Result, leapp_label, report
+from image_report import HAND, RAW, Result, leapp_label, report
 from model_clock import FOLDER, timed_processes
 from ros_latency import namespace_of, running_graph, use_own_domain
 
@@ -85,8 +89,8 @@ def serialized(frame: Frame, pixels: Any, position: Any, velocity: Any) -> tuple
 
 
 def subjects(export: ImageExport, deployment: Any) -> dict[str, Callable]:
-    """leapp's graph in ``deployment`` and the hand-written pair: ``start(namespace)`` is a
-    context manager."""
+    """leapp's graph in ``deployment`` and the hand-written pairs (typed, raw):
+    ``start(namespace)`` is a context manager."""
     import leapp.spec
     from leapp_ros.plan.pipeline import make_plan
     from leapp_ros.run.deployment import GraphOptions
@@ -102,6 +106,7 @@ def subjects(export: ImageExport, deployment: Any) -> dict[str, Callable]:
     return {
         leapp_label(deployment.description): leapp_graph,
         HAND: lambda ns: hand_written_pair(export.spec_path, ns),
+        RAW: lambda ns: hand_written_pair(export.spec_path, ns, "raw"),
     }
 
 
@@ -132,7 +137,7 @@ def checked_client(export: ImageExport, start: Callable, label: str) -> Iterator
 
 
 def measure(export: ImageExport, deployment: Any, rounds: int, seconds: float) -> dict:
-    """Both graphs alive (leapp's in ``deployment``), ``rounds`` windows each, alternating (the
+    """Every graph alive (leapp's in ``deployment``), ``rounds`` windows each, alternating (the
     order turns each round); each graph's :class:`Result` by its label."""
     with contextlib.ExitStack() as stack:
         clients = {
@@ -143,7 +148,8 @@ def measure(export: ImageExport, deployment: Any, rounds: int, seconds: float) -
         windows: dict[str, list] = {label: [] for label in labels}
         quiet: dict[str, list] = {label: [] for label in labels}
         for turn in range(rounds):
-            for label in labels[turn % 2 :] + labels[: turn % 2]:
+            first = turn % len(labels)
+            for label in labels[first:] + labels[:first]:
                 windows[label].append(clients[label].drive(seconds))
                 quiet[label].append(clients[label].drive(seconds / 2, frames=False))
     return {label: result_of(windows[label], quiet[label]) for label in labels}

@@ -2,8 +2,11 @@
 
 Per frame (480x640 ``32FC1`` depth, 1280x720 ``rgb8``), leapp's camera graph (one process
 per node, composed or fused) against the
-typed hand-written node pair (bench/image_nodes.py), from one run, by ratios only. Each graph
-is driven in several windows with frames (alternating with the other graph's) and windows of
+typed hand-written node pair (bench/image_nodes.py), from one run, by ratios only; the raw
+hand-written pair (raw CDR, as a skilled user writes a node for speed, around the same model
+calls) is printed beside, without a verdict: what part of the typed pair's cost outside the
+model calls even that node pays, and leapp's cost to it. Each graph is driven in several
+windows with frames (alternating with the other graphs') and windows of
 joint states alone; its figures are medians over its windows, so that one window disturbed by
 the machine's other work moves none of them:
 
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 
 LEAPP = "leapp, one process per node"  # leapp's graph as bench/image_latency.py runs it by default
 HAND = "hand-written typed pair"
+RAW = "hand-written raw pair"  # information only (bench/image_nodes.py's raw form)
 
 
 def leapp_label(deployment: str) -> str:
@@ -108,8 +112,8 @@ def report_frame(name: str, results: dict[str, Result]) -> list[Verdict]:
         f"    {'graph':<30}{'median':>9}{'p99':>9}{'lost':>5}{'CPU/image':>11}"
         f"{'joints/s':>10}{'image':>9}{'model':>9}{'model share':>12}{'outside':>9}"
     )
-    (leapp,) = (label for label in results if label != HAND)
-    for label in (HAND, leapp):
+    (leapp,) = (label for label in results if label not in (HAND, RAW))
+    for label in (HAND, RAW, leapp) if RAW in results else (HAND, leapp):
         result = results[label]
         share = result.model_us / result.cpu_us if result.cpu_us > 0 else 0.0
         print(
@@ -126,7 +130,21 @@ def report_frame(name: str, results: dict[str, Result]) -> list[Verdict]:
     verdicts = list(judge(results[leapp], results[HAND]))
     for verdict in verdicts:
         print(f"      {verdict.rule:<8} {verdict.figures:<72} {verdict.word}")
+    if RAW in results:
+        print(f"      {'raw':<8} {raw_line(results[leapp], results[RAW], results[HAND])}")
     return verdicts
+
+
+def raw_line(leapp: Result, raw: Result, hand: Result) -> str:
+    """The raw pair against both (information, no verdict): what part of the typed pair's cost
+    outside the model calls the raw pair pays, and leapp's to the raw pair's."""
+    floor = raw.outside_us / hand.outside_us if hand.outside_us > 0 else float("inf")
+    ours = leapp.outside_us / raw.outside_us if raw.outside_us > 0 else float("inf")
+    return (
+        f"outside the model calls: raw / typed {raw.outside_us:.0f} / {hand.outside_us:.0f} us"
+        f" = {floor:.2f}x; leapp / raw {leapp.outside_us:.0f} / {raw.outside_us:.0f} us = "
+        f"{ours:.2f}x (information)"
+    )
 
 
 def report(frames: dict[str, dict[str, Result]], load: str) -> None:

@@ -1,6 +1,7 @@
-"""bench/image_latency.py: its verdicts are ratios to the hand-written pair of the same run
-(outside the model calls <= 0.5x, latency and CPU per image below), and its short form drives
-both graphs with every frame and prints each figure (the figures are the bench's business)."""
+"""bench/image_latency.py: its verdicts are ratios to the hand-written typed pair of the same
+run (outside the model calls <= 0.5x, latency and CPU per image below), the raw pair is printed
+beside without a verdict, and its short form drives every graph with every frame and prints
+each figure (the figures are the bench's business)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from image_report import HAND, LEAPP, Result, judge, report
+from image_report import HAND, LEAPP, RAW, Result, judge, report
 from support.ros import REPO
 
 
@@ -47,11 +48,25 @@ def test_report_prints_both_graphs_their_model_calls_and_each_verdict(capsys):
     assert "3 of 3 verdicts PASS" in printed
 
 
+def test_report_prints_the_raw_pair_beside_without_a_verdict(capsys):
+    results = {
+        HAND: result(5000.0, 10000.0, 3000.0),
+        RAW: result(3000.0, 6000.0, 1800.0),  # 800 us outside the model calls
+        LEAPP: result(4000.0, 6000.0, 2000.0),  # 1000 us
+    }
+    report({"640x480 32FC1 (depth)": results}, "1.0")
+    printed = capsys.readouterr().out
+    assert re.search(rf"{RAW} +3000us +3000us +0 +6000us", printed)
+    assert "raw / typed 800 / 2000 us = 0.40x; leapp / raw 1000 / 800 us = 1.25x" in printed
+    assert "3 of 3 verdicts PASS" in printed
+
+
 @pytest.mark.ros
 @pytest.mark.slow
-def test_short_image_bench_drives_both_graphs_and_prints_every_figure():
-    """Both graphs answer every frame with eager PyTorch's command (checked as they start)
-    and the run prints each graph's row and the three verdicts per frame."""
+def test_short_image_bench_drives_every_graph_and_prints_every_figure():
+    """Every graph answers its first frame with eager PyTorch's command (checked as they start)
+    and the run prints each graph's row, the three verdicts and the raw pair's line per
+    frame."""
     from leapp_ros.testing import reserve_domain_id
 
     with reserve_domain_id() as domain:
@@ -68,9 +83,10 @@ def test_short_image_bench_drives_both_graphs_and_prints_every_figure():
     printed = done.stdout
     for title in ("640x480 32FC1 (depth)", "1280x720 rgb8 (rgb)"):
         assert title in printed, printed
-    for label in (HAND, LEAPP):
+    for label in (HAND, RAW, LEAPP):
         rows = re.findall(rf"^ +{label} +\d+us +\d+us +(\d+) ", printed, re.M)
         assert len(rows) == 2, printed
     verdicts = re.findall(r"^ +(outside|latency|CPU) +.+ (PASS|FAIL)$", printed, re.M)
     assert [rule for rule, _ in verdicts] == ["outside", "latency", "CPU"] * 2, printed
+    assert len(re.findall(r"^ +raw +outside the model calls: raw / typed", printed, re.M)) == 2
     assert re.search(r"\d of 6 verdicts PASS", printed), printed
