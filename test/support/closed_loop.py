@@ -403,6 +403,22 @@ class ClosedLoop:
         answer = self.call(self.change_state, request)
         assert answer.success, f"{self.node_name}: transition {transition_id} refused"
 
+    def parameter(self, node: str, name: str) -> Any:
+        """The value of parameter ``name`` of the graph's node ``node``, as the live node has
+        it (its ``get_parameters`` service)."""
+        from rcl_interfaces.srv import GetParameters
+        from rclpy.parameter import parameter_value_to_python
+
+        client = self.graph.probe.node.create_client(
+            GetParameters, f"{self.graph.plan.namespace}/{node}/get_parameters"
+        )
+        try:
+            self.graph.probe.spin_until(client.service_is_ready, 20, f"{node}'s parameters")
+            (value,) = self.call(client, GetParameters.Request(names=[name])).values
+            return parameter_value_to_python(value)
+        finally:
+            self.graph.probe.node.destroy_client(client)
+
     def wait(self, condition: Callable[[], Any], what: str) -> Any:
         """Spin until ``condition()`` holds (AssertionError naming ``what`` after a generous
         overall timeout)."""
