@@ -83,7 +83,8 @@ def test_the_arm_stays_up_and_gets_only_right_commands_when_its_command_process_
 ):
     document = params_document()  # a set is one tick's, however many messages are lost:
     for node in ("preprocess", "leapp_fused"):  # the nodes that read the robot's messages
-        document[node] = {"ros__parameters": {"sync": "exact"}}
+        # (/**/: a bare name reaches only a node of the root namespace)
+        document[f"/**/{node}"] = {"ros__parameters": {"sync": "exact"}}
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump(document), encoding="utf-8")
     options = GraphOptions(deployment, params_file=params)
@@ -96,6 +97,8 @@ def test_the_arm_stays_up_and_gets_only_right_commands_when_its_command_process_
                     if "policy" in p.pipeline_nodes]  # fmt: skip
         records = StandInRecords(graph)
         loop = ClosedLoop(graph, arm_export.policy, arm)  # ready: the stand-in watches it
+        synced = "leapp_fused" if graph.fused else "preprocess"
+        assert loop.parameter(synced, "sync") == "exact", f"{synced} does not sync by stamp"
         old = graph.pids[label]
         loop.run(NORMAL_TICKS)
         assert not loop.missing and not loop.wrong, (loop.missing, loop.wrong)

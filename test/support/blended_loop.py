@@ -106,6 +106,10 @@ class BlendedLoop(ClosedLoop):
 
     def __init__(self, graph: GraphUnderTest, policy: Any, arm: Arm, *, commands: int):
         self.commands = commands
+        super().__init__(graph, policy, arm)
+
+    def _init_checks(self) -> None:
+        super()._init_checks()
         self.positions: deque[tuple[int, np.ndarray]] = deque(maxlen=STARTS)
         self.ramps: list[Ramp] = []
         self.ramp: Ramp | None = None  # the blend in progress
@@ -114,9 +118,10 @@ class BlendedLoop(ClosedLoop):
         self.fastest = 0.0  # the largest joint speed the arm had at a tick (rad/s)
         self.safe_ticks: dict[str, tuple[int, float]] = {}  # per fault: its first safe action
         self.notes: dict[str, dict[str, Any]] = {}  # per fault: what the test noted of it
-        self.largest_lag = 0  # ticks between the latest tick sent and the one a command answered
-        super().__init__(graph, policy, arm)
-        self.applied = np.array(arm.data.ctrl, dtype=np.float64)  # the pose it started at
+        self.largest_lag = 0  # ticks between the latest tick sent when a command arrived and
+        # the one it answered
+        self._starts: tuple[int, np.ndarray] | None = None  # positions stacked, at a tick
+        self.applied = np.array(self.arm.data.ctrl, dtype=np.float64)  # the pose it started at
 
     def tick(self, **options: Any) -> None:
         reading = self.arm.read()
@@ -124,42 +129,43 @@ class BlendedLoop(ClosedLoop):
         self.fastest = max(self.fastest, float(np.max(np.abs(reading.velocity))))
         super().tick(**options)
 
-    def _on_command(self, message: Any) -> None:
-        super()._on_command(message)
+    def _on_command(self, message: Any, info: Any = None) -> None:
+        super()._on_command(message, info)
         fault = self.faults[-1]
         if fault.first_safe is not None and fault.name not in self.safe_ticks:
             self.safe_ticks[fault.name] = (self.ticks, fault.first_safe)
 
     def _answered(self, candidate: tuple[int, float, np.ndarray]) -> tuple[str, int, float]:
         tick, sent, _ = candidate
-        if candidate is self.candidate:
-            self.candidate = None
-        while self.earlier and self.earlier[0][0] <= tick:  # answered, or passed
-            self.earlier.popleft()
-        self.answered = max(self.answered, tick)
-        self.largest_lag = max(self.largest_lag, self.ticks - tick)
+        self._take(tick)
+        self.largest_lag = max(self.largest_lag, self.newest - tick)
         return "command", tick, sent
 
     def _start(self, value: np.ndarray, eager: np.ndarray) -> tuple[str, np.ndarray] | None:
         """The start of a blend whose first command for ``eager`` is ``value``: the position
         of a tick sent (the newest that fits), else the last command; None if none fits."""
-        origins = [f"tick {tick}" for tick, _ in reversed(self.positions)]
-        starts = [position for _, position in reversed(self.positions)]
+        newest = self.positions[-1][0] if self.positions else -1
+        if self._starts is None or self._starts[0] != newest:  # stacked once a tick
+            positions = [position for _, position in reversed(self.positions)]
+            self._starts = (newest, np.stack(positions) if positions else np.empty((0, 3)))
+        start = self._starts[1]
         if self.last is not None:
-            origins.append("last command")
-            starts.append(self.last.astype(np.float64))
-        if not starts:
+            start = np.concatenate([start, self.last.astype(np.float64)[None]])
+        if not len(start):
             return None
-        start = np.stack(starts)
         first = (start + (eager.astype(np.float64) - start) / self.commands).astype(np.float32)
         fits = np.all(np.abs(first - value) <= TOLERANCE, axis=1)
         if not fits.any():
             return None
         index = int(np.argmax(fits))
-        return origins[index], start[index]
+        if index < len(self.positions):
+            origin = f"tick {self.positions[len(self.positions) - 1 - index][0]}"
+        else:
+            origin = "last command"
+        return origin, start[index]
 
     def _classify(self, value: np.ndarray) -> tuple[str, int | None, float]:
-        candidates = [c for c in (self.candidate, *reversed(self.earlier)) if c is not None]
+        candidates = self.candidates()
         previous = np.asarray(self.applied, dtype=np.float64)
         if self.ramp is not None:  # the blend goes on
             for candidate in candidates:
@@ -196,14 +202,28 @@ class BlendedLoop(ClosedLoop):
                 self.ramp = None
             self.resuming = True
             return "safe", None, 0.0
-        expected = "none" if self.candidate is None else self.candidate[2].tolist()
+        expected = "none" if not candidates else candidates[0][2].tolist()
         blend = "no blend" if self.ramp is None else f"blend command {self.ramp.done + 1}"
         self.wrong.append(
             f"message {sum(len(f.arrivals) for f in self.faults) + 1} (during fault "
             f"{self.faults[-1].name!r}, tick {self.ticks}, {blend}): {value.tolist()}; eager "
-            f"{expected}, the hold {None if self.last is None else self.last.tolist()}"
+            f"{expected}, the hold {None if self.last is None else self.last.tolist()}; "
+            f"{self.nearest_eager(value)}"
         )
         return "wrong", None, 0.0
+
+    def nearest_eager(self, value: np.ndarray) -> str:
+        """As :meth:`ClosedLoop.nearest_eager`, or the kept tick whose eager output ``value``
+        starts a blend to (a blend that started on an old tick)."""
+        for tick, raw in reversed(self.eager):
+            found = self._start(value, raw)
+            if found is not None:
+                return (
+                    f"the first command of a blend from {found[0]} for tick {tick}, "
+                    f"{self.newest - tick} tick(s) before the latest sent when it arrived "
+                    f"(tick {self.newest})"
+                )
+        return super().nearest_eager(value)
 
     def ramps_of(self, fault: str) -> list[Ramp]:
         return [ramp for ramp in self.ramps if ramp.fault == fault]

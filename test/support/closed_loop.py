@@ -13,7 +13,15 @@ latest tick, after the limits: clamped, and at most ``max_step`` from the previo
 where ticks are not awaited, :attr:`ClosedLoop.late` lets it answer one of a few unanswered
 ticks before; a restarted node's first command is not step-limited:
 :attr:`ClosedLoop.fresh_limits`),
-``safe`` (the hold: the previous command again) or ``wrong`` (noted with what was expected).
+``safe`` (the hold: the previous command again) or ``wrong`` (noted with what was expected,
+and which tick's eager output it is nearest to).
+
+"Latest" is as of the moment the middleware received the command (its ``received_timestamp``),
+not the moment the loop takes it: the loop may take a command late (its callbacks run only
+while it spins, between ticks, and a loaded machine leaves it little time), and meanwhile it
+sends further ticks. A command is therefore checked against the ticks sent before it arrived
+(:meth:`ClosedLoop.candidates`): how long the loop took to read it is no fault of the graph,
+while a graph that answers ticks older than :attr:`ClosedLoop.late` is still wrong.
 Each fault ends on an event, never after a length of wall time: the hold arrived a number of
 times, the node's status counted the inputs it must not answer, a service answered. The
 nodes' status records are kept in arrival order (:attr:`ClosedLoop.statuses`).
@@ -53,6 +61,7 @@ JOINT_ORDERS = (
     ("elbow", "gripper", "wrist", "shoulder"),
     ("wrist", "shoulder", "gripper", "elbow"),
 )
+KEPT_TICKS = 256  # ticks kept for a command the loop takes late (5 s at 50 Hz)
 ANSWER_S = 5.0  # longest wait for the command of a tick (an overall timeout, not a window)
 STATUS_S = 30.0  # longest wait for a status record the loop needs
 
@@ -145,7 +154,12 @@ class ClosedLoop:
         self.enable = probe.node.create_client(SetBool, f"{self.node_name}/enable")
         self.change_state = probe.node.create_client(ChangeState, f"{self.node_name}/change_state")
         topic = f"{namespace}/policy/joint_targets"
-        probe.node.create_subscription(Float64MultiArray, topic, self._on_command, qos(depth=1000))
+        probe.node.create_subscription(
+            Float64MultiArray,
+            topic,
+            lambda message, info: self._on_command(message, info),
+            qos(depth=1000),
+        )
         self.statuses: list[dict[str, Any]] = []
         probe.node.create_subscription(
             String,
@@ -165,12 +179,21 @@ class ClosedLoop:
             return graph.status().get("policy", {}).get("subscribers", {}).get(topic, 0) >= 2
 
         probe.spin_until(matched, 20, f"the publisher of {topic} to match the test")
+        self._init_checks()
+
+    def _init_checks(self) -> None:
+        """What the checks of the commands keep (no ROS: a test of the checks makes a loop
+        with this alone)."""
         self.applied = np.asarray(START)
         self.last: np.ndarray | None = None  # the last command published, float32
         self.fresh_limits = False  # a restarted node: its first command is not step-limited
         self.late = 0  # unawaited ticks: a command may answer one of this many earlier ones
         self.earlier: deque[tuple[int, float, np.ndarray]] = deque()  # their candidates
         self.candidate: tuple[int, float, np.ndarray] | None = None  # (tick, sent, eager)
+        self.sent_ns: deque[tuple[int, int]] = deque(maxlen=KEPT_TICKS)  # (tick, time_ns)
+        self.eager: deque[tuple[int, np.ndarray]] = deque(maxlen=KEPT_TICKS)  # every tick's
+        self.received_ns: int | None = None  # when the command being classified arrived
+        self.newest = -1  # the latest tick sent before it arrived
         self.answered = -1  # the latest tick whose command came
         self.ticks = 0
         self.awaited = 0  # ticks whose command the loop waited for
@@ -179,13 +202,16 @@ class ClosedLoop:
         self.wrong: list[str] = []
         self.missing: list[int] = []
         self.clamped = self.step_limited = 0
-        self.lowest_tip, self.largest_deviation = arm.tip_height(), arm.deviation()
+        self.lowest_tip, self.largest_deviation = self.arm.tip_height(), self.arm.deviation()
 
     # --- commands ---------------------------------------------------------------------------
 
-    def _on_command(self, message: Any) -> None:
+    def _on_command(self, message: Any, info: Any = None) -> None:
         now = time.monotonic()
         value = np.asarray(message.data, dtype=np.float64)
+        received = (info or {}).get("received_timestamp") or None
+        self.received_ns = received
+        self.newest = self._newest_before(received)
         kind, tick, sent = self._classify(value)
         fault = self.faults[-1]
         fault.arrivals.append((now, kind))
@@ -199,39 +225,79 @@ class ClosedLoop:
         self.last = value.astype(np.float32)
         self.applied = value
 
+    def _newest_before(self, received_ns: int | None) -> int:
+        """The latest tick whose messages were sent before ``received_ns`` (None: the latest
+        tick sent)."""
+        if received_ns is None:
+            return self.sent_ns[-1][0] if self.sent_ns else -1
+        for tick, sent_ns in reversed(self.sent_ns):
+            if sent_ns <= received_ns:
+                return tick
+        return -1
+
+    def candidates(self) -> list[tuple[int, float, np.ndarray]]:
+        """The unanswered ticks the command being classified may answer, newest first: the
+        latest sent before it arrived (:attr:`newest`) and, with :attr:`late`, that many
+        before it."""
+        pool = [self.candidate, *reversed(self.earlier)]
+        return [
+            candidate
+            for candidate in pool
+            if candidate is not None and self.newest - self.late <= candidate[0] <= self.newest
+        ]
+
+    def nearest_eager(self, value: np.ndarray) -> str:
+        """Which kept tick's eager output ``value`` is nearest to, and how far, in words (for
+        a wrong command: a lag shows as a tick long before the latest one sent)."""
+        if not self.eager:
+            return "no tick kept"
+        ticks = [tick for tick, _ in self.eager]
+        distance = np.max(np.abs(np.stack([raw for _, raw in self.eager]) - value), axis=1)
+        index = int(np.argmin(distance))
+        behind = self.newest - ticks[index]
+        return (
+            f"nearest eager: tick {ticks[index]}, {behind} tick(s) before the latest sent when "
+            f"it arrived (tick {self.newest}), off by {distance[index]:.2e}; the loop took it "
+            f"{self.sent_ns[-1][0] - self.newest} tick(s) after it arrived"
+        )
+
     def _classify(self, value: np.ndarray) -> tuple[str, int | None, float]:
-        """``command`` (eager on the latest tick, limited; with :attr:`late`, or on one of
-        that many unanswered ticks before it), ``safe`` (the last command again) or ``wrong``
-        (noted), with the tick answered and when it was sent."""
-        for candidate in [self.candidate, *reversed(self.earlier)]:
-            if candidate is None:
-                continue
+        """``command`` (eager on the latest tick sent before it arrived, limited; with
+        :attr:`late`, or on one of that many unanswered ticks before it), ``safe`` (the last
+        command again) or ``wrong`` (noted), with the tick answered and when it was sent."""
+        for candidate in self.candidates():
             tick, sent, raw = candidate
             expected, clamped, stepped = limited(raw, None if self.fresh_limits else self.last)
             if np.allclose(value, expected, rtol=0, atol=TOLERANCE):
-                if candidate is self.candidate:
-                    self.candidate = None
-                while self.earlier and self.earlier[0][0] <= tick:  # answered, or passed
-                    self.earlier.popleft()
-                self.answered = max(self.answered, tick)
+                self._take(tick)
                 self.fresh_limits = False
                 self.clamped += clamped
                 self.step_limited += stepped
                 return "command", tick, sent
         if self.last is not None and np.allclose(value, self.last, rtol=0, atol=TOLERANCE):
             return "safe", None, 0.0
-        if self.candidate is None:
+        candidates = self.candidates()
+        if not candidates:
             expected_text = "no command (no valid set was sent since the last one)"
         else:
-            raw = self.candidate[2]
+            raw = candidates[0][2]
             expected = limited(raw, None if self.fresh_limits else self.last)[0]
-            expected_text = f"eager for tick {self.candidate[0]}, limited: {expected.tolist()}"
+            expected_text = f"eager for tick {candidates[0][0]}, limited: {expected.tolist()}"
         self.wrong.append(
             f"message {sum(len(f.arrivals) for f in self.faults) + 1} (during fault "
             f"{self.faults[-1].name!r}, tick {self.ticks}): {value.tolist()}; expected "
             f"{expected_text} or the hold {None if self.last is None else self.last.tolist()}"
+            f"; {self.nearest_eager(value)}"
         )
         return "wrong", None, 0.0
+
+    def _take(self, tick: int) -> None:
+        """A command answered ``tick``: it, and every tick before it, is answered or passed."""
+        if self.candidate is not None and self.candidate[0] <= tick:
+            self.candidate = None
+        while self.earlier and self.earlier[0][0] <= tick:
+            self.earlier.popleft()
+        self.answered = max(self.answered, tick)
 
     # --- ticks ------------------------------------------------------------------------------
 
@@ -253,13 +319,7 @@ class ClosedLoop:
         self.graph.spin(0)  # raises if a node died
         reading, stamp = self.arm.read(), self.arm.time
         valid = joints and nan is None and spike is None
-        if self.late and self.candidate is not None:
-            self.earlier.append(self.candidate)
-            while len(self.earlier) > self.late:
-                self.earlier.popleft()
-        self.candidate = (
-            (self.ticks, begun, eager_targets(self.policy, reading)) if valid else None
-        )
+        self.sending(eager_targets(self.policy, reading) if valid else None, begun)
         fault = self.faults[-1]
         if fault.ended is not None and fault.first_tick_after is None:
             fault.first_tick_after = self.ticks
@@ -288,6 +348,18 @@ class ClosedLoop:
         self.lowest_tip = min(self.lowest_tip, self.arm.tip_height())
         self.largest_deviation = max(self.largest_deviation, self.arm.deviation())
         self.ticks += 1
+
+    def sending(self, raw: np.ndarray | None, begun: float) -> None:
+        """Tick :attr:`ticks` is about to be sent: its candidate (eager PyTorch ``raw`` on
+        its inputs, None when no command may answer it), and when it is sent."""
+        if self.late and self.candidate is not None:
+            self.earlier.append(self.candidate)  # (those too old are left out when checking)
+            while len(self.earlier) > KEPT_TICKS:
+                self.earlier.popleft()
+        self.candidate = None if raw is None else (self.ticks, begun, raw)
+        if raw is not None:
+            self.eager.append((self.ticks, raw))
+        self.sent_ns.append((self.ticks, time.time_ns()))  # before its first message goes
 
     def run(self, count: int, **options: Any) -> None:
         for _ in range(count):
@@ -330,6 +402,22 @@ class ClosedLoop:
         request = ChangeState.Request(transition=Transition(id=transition_id))
         answer = self.call(self.change_state, request)
         assert answer.success, f"{self.node_name}: transition {transition_id} refused"
+
+    def parameter(self, node: str, name: str) -> Any:
+        """The value of parameter ``name`` of the graph's node ``node``, as the live node has
+        it (its ``get_parameters`` service)."""
+        from rcl_interfaces.srv import GetParameters
+        from rclpy.parameter import parameter_value_to_python
+
+        client = self.graph.probe.node.create_client(
+            GetParameters, f"{self.graph.plan.namespace}/{node}/get_parameters"
+        )
+        try:
+            self.graph.probe.spin_until(client.service_is_ready, 20, f"{node}'s parameters")
+            (value,) = self.call(client, GetParameters.Request(names=[name])).values
+            return parameter_value_to_python(value)
+        finally:
+            self.graph.probe.node.destroy_client(client)
 
     def wait(self, condition: Callable[[], Any], what: str) -> Any:
         """Spin until ``condition()`` holds (AssertionError naming ``what`` after a generous
