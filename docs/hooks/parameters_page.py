@@ -20,7 +20,10 @@ _INTRO = (
     "`leapp-ros run EXPORT --params-file FILE`, `ros2 launch leapp_ros pipeline.launch.py "
     "params_file:=FILE`, `leapp-ros inspect EXPORT --params-file FILE` (which shows the "
     "messages and joint orders they choose) or `GraphUnderTest(params_file=FILE)`. "
-    "A section `/**:` applies to every node, `/<namespace>/<node>:` to one.\n\n"
+    "A section `/**:` applies to every node, `/<namespace>/<node>:` to one, `/**/<node>:` to "
+    "that node in any namespace. A key without a namespace (`<node>:`) is the node "
+    "`/<node>` of the root namespace, as ROS 2 reads it: for a graph in a namespace it "
+    "reaches no node, and leapp-ros stops the start saying what to write.\n\n"
     "This page is generated from `config/leapp_ros.yaml`, which lists every parameter with "
     "its default; copy it as the start of your own file.\n"
 )

@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from leapp_ros.plan.param_sections import node_parameters
 from leapp_ros.plan.pipeline import Firing, InputPlan, NodePlan, PipelinePlan
-from leapp_ros.plan.settings import PARAMETERS, StartupError, node_parameters
+from leapp_ros.plan.settings import PARAMETERS, StartupError
 
 __all__ = ["FIRING_PARAMETERS", "SYNC_MODES", "file_firing", "firing_rule", "trigger_ports"]
 
@@ -35,7 +36,7 @@ def file_firing(plan: PipelinePlan, document: Mapping[str, Any] | None) -> Pipel
     defaults = {name: default for name, default, _ in PARAMETERS if name in FIRING_PARAMETERS}
     nodes = []
     for node in plan.nodes:
-        given = node_parameters(document, node.name)
+        given = node_parameters(document, node.name, plan.namespace)
         if not any(name in given for name in FIRING_PARAMETERS):
             nodes.append(node)  # (as planned; a rule the node refuses is its own to report)
             continue

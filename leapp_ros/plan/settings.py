@@ -93,6 +93,7 @@ from typing import Any
 
 from leapp.errors import LeappError
 from leapp.spec import ModelSpec, Spec
+from leapp_ros.plan.param_sections import node_parameters
 from leapp_ros.plan.pipeline import QosPlan
 from leapp_ros.plan.port_override import (
     PORT_PARAMETERS,
@@ -110,7 +111,6 @@ __all__ = [
     "declare_parameters",
     "declare_port_overrides",
     "load_spec",
-    "node_parameters",
     "port_overrides",
     "qos_profile",
     "refuse_unknown_parameters",
@@ -244,13 +244,15 @@ def declare_port_overrides(node: Any, *models: ModelSpec) -> dict[str, PortOverr
     return found
 
 
-def port_overrides(document: Mapping[str, Any], nodes: Sequence[str]) -> dict[str, dict]:
-    """The ``ports.<port>.*`` overrides a ROS 2 parameters file gives each of ``nodes``: its
-    ``/**`` section for every node, then ``<node>`` (or ``/<ns>/<node>``) sections."""
+def port_overrides(
+    document: Mapping[str, Any], nodes: Sequence[str], namespace: str = "/"
+) -> dict[str, dict]:
+    """The ``ports.<port>.*`` overrides a ROS 2 parameters file gives each of ``nodes`` (in
+    ``namespace``), as ROS 2 gives them (:func:`node_parameters`)."""
     found: dict[str, dict[str, PortOverride]] = {}
     for node in nodes:
         ports: dict[str, dict[str, Any]] = {}
-        for key, value in node_parameters(document, node).items():
+        for key, value in node_parameters(document, node, namespace).items():
             parts = key.split(".")
             if len(parts) == 3 and parts[0] == "ports":
                 ports.setdefault(parts[1], {})[parts[2]] = value
@@ -262,26 +264,6 @@ def port_overrides(document: Mapping[str, Any], nodes: Sequence[str]) -> dict[st
         if overrides:
             found[node] = overrides
     return found
-
-
-def node_parameters(document: Mapping[str, Any] | None, node: str) -> dict[str, Any]:
-    """The parameters a ROS 2 parameters file gives the node ``node``, flat (``ports.q.kind``):
-    its ``/**`` section, then ``<node>`` (or ``/<ns>/<node>``) sections, in file order."""
-    merged: dict[str, Any] = {}
-    for key, section in (document or {}).items():
-        if key in ("/**", node) or str(key).rsplit("/", 1)[-1] == node:
-            merged.update(_flatten((section or {}).get("ros__parameters", {})))
-    return merged
-
-
-def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, Mapping):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def _port_override(where: str, values: Mapping[str, Any]) -> PortOverride:

@@ -23,7 +23,7 @@ the pipeline node, under ``NS`` (default: the pipeline name); they are listed wi
 and can be
 unloaded like loaded ones. The spec is read and its checksums verified once for them. The
 container's ``--ros-args`` apply to them too (e.g. ``-p firing:=timer``, or ``--params-file F``,
-whose ``<node>: ros__parameters`` sections reach one node each), except remaps of ``__node``
+whose ``/**/<node>: ros__parameters`` sections reach one node each), except remaps of ``__node``
 and ``__ns``, which name the container node only. Nodes loaded through the service take only
 their request's arguments. The nodes share one process, so those given a ``cpu_affinity`` must
 be given the same one.

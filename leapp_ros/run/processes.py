@@ -27,7 +27,7 @@ from leapp_ros.plan.cpu_settings import usable_cpus
 from leapp_ros.plan.pipeline import PipelinePlan, PlanError, check_namespace, make_plan
 from leapp_ros.plan.selection import container_name, select_nodes
 from leapp_ros.run.deployment import Deployment, GraphOptions
-from leapp_ros.run.safe_outputs import plan_safe_outputs
+from leapp_ros.run.safe_outputs import FUSED_NODE, plan_safe_outputs
 
 __all__ = [
     "STOP_TIMEOUT_S",
@@ -295,15 +295,21 @@ def load_plan(
     import yaml
 
     from leapp_ros.plan.firing_settings import file_firing
+    from leapp_ros.plan.param_sections import unreached_sections
     from leapp_ros.plan.settings import port_overrides
 
     where = f"parameters file {str(params_file)!r}"
+    names = [model.name for model in spec.models]
+    planned = make_plan(spec, namespace=namespace)
     try:
         document = yaml.safe_load(Path(params_file).read_text(encoding="utf-8")) or {}
-        ports = port_overrides(document, [model.name for model in spec.models])
+        unreached = unreached_sections(document, [*names, FUSED_NODE], planned.namespace)
+        if unreached:
+            raise PlanError(unreached)
+        ports = port_overrides(document, names, planned.namespace)
     except (OSError, yaml.YAMLError, LeappError, AttributeError) as e:
         raise PlanError(f"{where}: {e}") from e
-    plan = make_plan(spec, namespace=namespace, ports=ports)
+    plan = make_plan(spec, namespace=planned.namespace, ports=ports) if ports else planned
     try:
         return file_firing(plan, document)
     except LeappError as e:

@@ -20,9 +20,9 @@ from typing import Any
 
 from leapp.errors import LeappError
 from leapp_ros.plan.limits import LIMIT_PARAMETERS, OutputLimits, output_limits
+from leapp_ros.plan.param_sections import node_parameters
 from leapp_ros.plan.pipeline import NodePlan, OutputPlan, PipelinePlan, PlanError
 from leapp_ros.plan.selection import select_nodes
-from leapp_ros.plan.settings import node_parameters
 from leapp_ros.run.deployment import Deployment, GraphOptions
 
 __all__ = ["DEFAULT_PERIOD_S", "SafeOutput", "plan_safe_outputs"]
@@ -66,7 +66,7 @@ def plan_safe_outputs(plan: PipelinePlan, options: GraphOptions) -> tuple[SafeOu
     for node in plan.nodes:
         if node not in chosen:
             continue
-        parameters = node_parameters(document, FUSED_NODE if fused else node.name)
+        parameters = node_parameters(document, FUSED_NODE if fused else node.name, plan.namespace)
         period_s = _period(node, parameters)
         for output in node.outputs:
             if fused and f"{node.name}/{output.port}" in consumed:

@@ -85,7 +85,7 @@ def split_ros_arguments(argv: Sequence[str]) -> tuple[list[str], RosArguments | 
             raise ValueError(
                 f"--ros-args: {word} sets a parameter of one node; for a graph, write it in a "
                 "params file (a '/**: ros__parameters' section reaches every node, "
-                "'<node>: ros__parameters' one) and pass --params-file"
+                "'/**/<node>: ros__parameters' one) and pass --params-file"
             )
         else:
             raise ValueError(

@@ -110,7 +110,7 @@ def test_outputs_with_a_hold_or_values_safe_action_are_covered_at_the_nodes_peri
         tmp_path,
         {
             "/**": {"ports": {"action": {"safe_values": [0.5] * 6}}, "input_timeout_ms": 80},
-            "preprocess": {"ports": {"obs": {"safe_action": "hold"}}, "rate_hz": 25.0},
+            "/**/preprocess": {"ports": {"obs": {"safe_action": "hold"}}, "rate_hz": 25.0},
         },
     )
     plan = load_plan(seed.path, params_file=params)
@@ -144,7 +144,9 @@ def test_silent_outputs_and_nodes_of_other_hosts_are_not_covered(seed, tmp_path)
 
 
 def test_an_invalid_safe_action_is_refused_before_anything_starts(seed, tmp_path):
-    params = params_file(tmp_path, {"policy": {"ports": {"action": {"safe_action": "values"}}}})
+    params = params_file(
+        tmp_path, {"/**/policy": {"ports": {"action": {"safe_action": "values"}}}}
+    )
     with pytest.raises(PlanError, match=r"node 'policy'.*safe_values is not set"):
         plan_processes(load_plan(seed.path), GraphOptions(params_file=params))
 

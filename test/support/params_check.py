@@ -113,7 +113,8 @@ def check_params_file(path: Path, export: Path) -> CheckedParams:
             f"{path}: section '/**': parameter {key} names no port of any node of "
             f"{namespace} ({sorted(every_port)})"
         )
-    plan = file_firing(make_plan(spec, ports=port_overrides(document, list(models))), document)
+    ports = port_overrides(document, list(models), namespace)
+    plan = file_firing(make_plan(spec, namespace=namespace, ports=ports), document)
     rates = {}
     for name, model in models.items():
         # a "/**" port parameter reaches the nodes that have the port (the others warn)
