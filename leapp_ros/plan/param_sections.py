@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["names_node", "node_parameters", "unreached_sections"]
+__all__ = ["flat_parameters", "names_node", "node_parameters", "unreached_sections"]
 
 
 def node_parameters(
@@ -31,7 +31,7 @@ def node_parameters(
     name = f"{namespace.rstrip('/')}/{node}"
     for key, section in (document or {}).items():
         if names_node(str(key), name):
-            merged.update(_flatten((section or {}).get("ros__parameters", {})))
+            merged.update(flat_parameters((section or {}).get("ros__parameters", {})))
     return merged
 
 
@@ -67,11 +67,13 @@ def _matches(pattern: list[str], parts: list[str]) -> bool:
     return bool(parts) and head in ("*", parts[0]) and _matches(rest, parts[1:])
 
 
-def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+def flat_parameters(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A ``ros__parameters`` tree as flat names (``{"ports": {"q": {"kind": k}}}`` as
+    ``{"ports.q.kind": k}``)."""
     flat: dict[str, Any] = {}
     for key, value in tree.items():
         if isinstance(value, Mapping):
-            flat.update(_flatten(value, f"{prefix}{key}."))
+            flat.update(flat_parameters(value, f"{prefix}{key}."))
         else:
             flat[f"{prefix}{key}"] = value
     return flat

@@ -30,6 +30,7 @@ from leapp_ros.plan.output_rates import (
     declare_output_rates,
     output_rates,
 )
+from leapp_ros.plan.param_sections import flat_parameters
 from leapp_ros.plan.pipeline import make_plan
 from leapp_ros.plan.settings import (
     declare_parameters,
@@ -70,16 +71,6 @@ class _StartingNode:
         return _Logger(self.where)
 
 
-def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
 @dataclass(frozen=True)
 class CheckedParams:
     """What a parameters file gives the nodes of an export."""
@@ -105,7 +96,7 @@ def check_params_file(path: Path, export: Path) -> CheckedParams:
             f"{path}: section {key!r} names no node of {namespace} ({sorted(models)})"
         )
         assert set(section) == {"ros__parameters"}, f"{path}: {key}: {sorted(section)}"
-    everywhere = _flatten((document.get("/**") or {}).get("ros__parameters", {}))
+    everywhere = flat_parameters((document.get("/**") or {}).get("ros__parameters", {}))
     every_port = set().union(*map(_ports, models.values()))
     for key in everywhere:
         port = key.split(".")[1] if key.startswith("ports.") else None
@@ -121,7 +112,7 @@ def check_params_file(path: Path, export: Path) -> CheckedParams:
         given = {k: v for k, v in everywhere.items()
                  if not k.startswith("ports.") or k.split(".")[1] in _ports(model)}  # fmt: skip
         own = (document.get(f"{namespace}/{name}") or {}).get("ros__parameters", {})
-        given.update(_flatten(own))
+        given.update(flat_parameters(own))
         where = f"{path}: node {namespace}/{name}"
         node = _StartingNode(given, where)
         settings = declare_parameters(node)
