@@ -300,16 +300,16 @@ def load_plan(
 
     where = f"parameters file {str(params_file)!r}"
     names = [model.name for model in spec.models]
-    planned = make_plan(spec, namespace=namespace)
+    space = check_namespace(spec.name if namespace is None else namespace)  # as make_plan's
     try:
         document = yaml.safe_load(Path(params_file).read_text(encoding="utf-8")) or {}
-        unreached = unreached_sections(document, [*names, FUSED_NODE], planned.namespace)
+        unreached = unreached_sections(document, [*names, FUSED_NODE], space)
         if unreached:
             raise PlanError(unreached)
-        ports = port_overrides(document, names, planned.namespace)
+        ports = port_overrides(document, names, space)
     except (OSError, yaml.YAMLError, LeappError, AttributeError) as e:
         raise PlanError(f"{where}: {e}") from e
-    plan = make_plan(spec, namespace=planned.namespace, ports=ports) if ports else planned
+    plan = make_plan(spec, namespace=space, ports=ports)
     try:
         return file_firing(plan, document)
     except LeappError as e:

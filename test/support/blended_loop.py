@@ -147,7 +147,8 @@ class BlendedLoop(ClosedLoop):
         newest = self.positions[-1][0] if self.positions else -1
         if self._starts is None or self._starts[0] != newest:  # stacked once a tick
             positions = [position for _, position in reversed(self.positions)]
-            self._starts = (newest, np.stack(positions) if positions else np.empty((0, 3)))
+            empty = np.empty((0, len(self.applied)))
+            self._starts = (newest, np.stack(positions) if positions else empty)
         start = self._starts[1]
         if self.last is not None:
             start = np.concatenate([start, self.last.astype(np.float64)[None]])
