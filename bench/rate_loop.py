@@ -39,14 +39,24 @@ WAIT_S = 60.0
 HERE = Path(__file__).resolve().parent
 
 
-def _drive(domain_id: int, namespace: str, folder: Path, schedule: Schedule) -> Record:
+def _drive(
+    domain_id: int,
+    namespace: str,
+    folder: Path,
+    schedule: Schedule,
+    graph_matched: Any = None,
+) -> Record:
     """The loop on a probe of its own in ``domain_id`` (its executor takes the loop's messages
-    only), once its publishers and subscriptions have matched."""
+    only), once its publishers and subscriptions have matched (and, given
+    ``graph_matched()``, the graph's side of them has: a reliable writer delivers only to the
+    readers it has matched itself, so a first result could otherwise miss the loop)."""
     from leapp_ros.testing.probe import Probe
 
     with Probe(domain_id, "rate_loop") as probe:
         drive = RateDrive(probe.node, probe.executor, namespace, Plant(write_model(folder)))
         probe.spin_until(drive.connected, WAIT_S, "the loop's publishers and subscriptions")
+        if graph_matched is not None:
+            graph_matched()
         record = drive.run(schedule)
         count = len(record.targets) + SETTLE_TARGETS
         probe.spin_until(lambda: len(record.targets) >= count, WAIT_S, f"{count} targets")
@@ -75,7 +85,16 @@ def run_graph(
         GraphUnderTest(export, options, output=log) as graph,
     ):
         assert graph.domain_id is not None
-        record = _drive(graph.domain_id, graph.plan.namespace, folder, schedule)
+        outputs = [graph.plan.resolve(f"policy/{stem}") for stem in ("action", "joint_targets")]
+
+        def subscribed() -> bool:  # the harness's subscription and the loop's, each output
+            counts = graph.status().get("policy", {}).get("subscribers", {})
+            return all(counts.get(topic, 0) >= 2 for topic in outputs)
+
+        def graph_matched() -> None:
+            graph.probe.spin_until(subscribed, WAIT_S, "the policy's outputs to match the loop")
+
+        record = _drive(graph.domain_id, graph.plan.namespace, folder, schedule, graph_matched)
         graph.spin(0)  # raises if a node died
     return record
 
